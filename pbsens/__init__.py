@@ -1,0 +1,14 @@
+"""pbsens: post-hoc parameter sensitivities of ODE models by the Peano-Baker series.
+
+The public names are re-exported here; see ``docs`` and the README.
+"""
+__version__ = "0.1.0"
+
+from .errors import ModelError, PbsensError, SolverError, UnsupportedModelError  # noqa: E402
+from .model.library import load_model, random_linear_model  # noqa: E402
+from .model.model import Model  # noqa: E402
+from .model.spec import ModelSpec  # noqa: E402
+from .solve import Trajectory, solve_states  # noqa: E402
+
+__all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "UnsupportedModelError",
+           "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states"]

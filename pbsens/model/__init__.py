@@ -1,0 +1,1 @@
+"""Model definition and compilation: spec -> sympy -> generated, cached numba code."""

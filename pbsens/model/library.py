@@ -1,0 +1,113 @@
+"""Built-in models (``data/models/*.json``), :func:`load_model` and :func:`random_linear_model`."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ModelError, PbsensError
+from . import linear
+from .codegen import compile_spec
+from .model import CompiledFunctions, Model
+from .spec import ModelSpec, read_json_model
+
+__all__ = ["load_model", "model_from_spec", "random_linear_model", "builtin_models", "models_dir"]
+
+
+def models_dir() -> Path:
+    """Directory of the built-in model files (inside the installed package, or ``data/models``)."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "_models", here.parent / "data" / "models"):
+        if candidate.is_dir():
+            return candidate
+    raise PbsensError("the built-in model files are missing from this installation of pbsens")
+
+
+def builtin_models() -> dict:
+    """``{name: path}`` of the built-in models that define equations (not RandomLinear)."""
+    out = {}
+    for path in sorted(models_dir().glob("*.json")):
+        with open(path, encoding="utf-8") as fh:
+            if "odes" in json.load(fh):
+                out[path.stem] = path
+    return out
+
+
+def model_from_spec(spec: ModelSpec) -> Model:
+    """Compile a :class:`ModelSpec` (from the on-disk cache when possible)."""
+    module = compile_spec(spec)
+    return Model(spec.name, spec.state_names, spec.param_names,
+                 [q.value for q in spec.parameters], CompiledFunctions.from_module(module),
+                 output_names=spec.output_names, spec=spec, title=spec.title, meta=spec.meta,
+                 user_fns=(module.rhs, module.jac_x, module.jac_p))
+
+
+def load_model(name_or_path, **options) -> Model:
+    """Load a built-in model by name, or a model file.
+
+    Parameters
+    ----------
+    name_or_path : str or path-like
+        ``"PKA"``, ``"CaMKII"``, ``"Chua"``; a ``.json`` model file (format in
+        :mod:`pbsens.model.spec`); an SBML file (``.xml``/``.sbml``, needs the
+        ``sbml`` extra); or a folder of SBtab ``.tsv`` tables.
+    **options
+        Passed to the importer: ``parameters=[...]`` (SBML: which parameters are
+        sensitivity parameters), ``experiment="name"`` (SBtab: which condition).
+
+    Returns
+    -------
+    Model
+    """
+    if isinstance(name_or_path, ModelSpec):
+        return model_from_spec(name_or_path)
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise PbsensError(f"'name_or_path' must be a model name or a path, got {type(name_or_path).__name__}")
+    builtins = builtin_models()
+    key = os.fspath(name_or_path)
+    if key in builtins:
+        spec = read_json_model(builtins[key])
+        _no_options(options, key)
+        return model_from_spec(spec)
+    path = Path(key)
+    if not path.exists():
+        raise ModelError(f"'name_or_path': {key!r} is neither a built-in model "
+                         f"({', '.join(builtins)}) nor an existing file or folder")
+    suffix = path.suffix.lower()
+    if path.is_dir():
+        from .sbtab import read_sbtab
+        spec = read_sbtab(path, **options)
+    elif suffix == ".json":
+        _no_options(options, key)
+        spec = read_json_model(path)
+    elif suffix in (".xml", ".sbml"):
+        from .sbml import read_sbml
+        spec = read_sbml(path, **options)
+    else:
+        raise ModelError(f"'name_or_path': cannot tell the format of {key!r}; use .json, .xml/.sbml "
+                         "or a folder of SBtab tables")
+    return model_from_spec(spec)
+
+
+def _no_options(options, what):
+    if options:
+        raise PbsensError(f"options {sorted(options)} do not apply to the JSON model {what!r}")
+
+
+def random_linear_model(n, seed=0) -> Model:
+    """The paper's random linear system of dimension ``n`` (Section 8, Figure 6).
+
+    ``x' = A x + p**2 + 1``, ``A = -B^T B`` with ``B`` (n x n) and ``p`` (n) uniform on
+    [0, 1] drawn from ``numpy.random.default_rng(seed)``; ``x0 = ones(n)``. The
+    Jacobians are ``A`` and ``2 diag(p)``.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise PbsensError(f"'n' must be a positive integer, got {n!r}")
+    A, p = linear.draw(int(n), seed)
+    fns = CompiledFunctions.from_module(linear)
+    m = Model(f"RandomLinear{n}", [f"x{i + 1}" for i in range(n)], [f"p{i + 1}" for i in range(n)], p, fns,
+              constants=A.ravel(), title=f"Random linear system, n = {n}, seed = {seed}",
+              meta={"seed": seed, "A": A})
+    return m

@@ -1,0 +1,206 @@
+"""The compiled :class:`Model`: names, default values and numba callables."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+from numba import njit
+
+from ..errors import PbsensError
+
+__all__ = ["Model", "CompiledFunctions"]
+
+_FN_NAMES = ("rhs_into", "jac_x_into", "jac_p_into", "jacs_into", "x0_into", "dx0_dp_into",
+             "out_into", "out_jac_x_into", "out_jac_p_into")
+
+
+class CompiledFunctions(SimpleNamespace):
+    """The ``*_into`` numba functions of a model (signatures in ``kernels.signatures``)."""
+
+    @classmethod
+    def from_module(cls, module):
+        return cls(**{n: getattr(module, n) for n in _FN_NAMES})
+
+
+class Model:
+    """An ODE model ``x' = f(t, x, p)`` with compiled right-hand side and Jacobians.
+
+    Do not construct directly: use :func:`pbsens.load_model` or
+    :func:`pbsens.random_linear_model`.
+
+    Attributes
+    ----------
+    name : str
+    state_names, param_names, output_names : list of str
+    n_states, n_params, n_outputs : int
+    x0, p : ndarray
+        Default initial state and parameters (fresh copies on every access).
+    rhs, jac_x, jac_p : numba dispatchers
+        ``f(t, x, p)``, ``A = df/dx`` and ``B = df/dp``, from symbolic differentiation;
+        callable from Python and from ``@njit`` code.
+    fns : CompiledFunctions
+        The non-allocating ``*_into(t, x, p, c, out)`` forms used by the kernels.
+    constants : ndarray
+        The ``c`` argument of ``fns`` (empty for symbolic models).
+    spec : ModelSpec or None
+        The plain-data description the model was compiled from.
+    meta : dict
+        Extra information from the model file (experiments, tolerances, notes).
+    """
+
+    def __init__(self, name, state_names, param_names, p, fns, *, constants=None, output_names=(),
+                 spec=None, title="", meta=None, user_fns=None):
+        self.name = name
+        self.title = title
+        self.state_names = list(state_names)
+        self.param_names = list(param_names)
+        self.output_names = list(output_names)
+        self.spec = spec
+        self.meta = dict(meta or {})
+        self.fns = fns
+        self.constants = np.ascontiguousarray(constants if constants is not None else np.empty(0),
+                                              dtype=np.float64)
+        self._p = np.array(p, dtype=np.float64)
+        self._user_fns = user_fns  # (rhs, jac_x, jac_p) dispatchers, or None: built on demand
+        self._x0 = self.initial_state(self._p)
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def n_states(self) -> int:
+        return len(self.state_names)
+
+    @property
+    def n_params(self) -> int:
+        return len(self.param_names)
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.output_names)
+
+    @property
+    def x0(self) -> np.ndarray:
+        """Default initial state (a copy)."""
+        return self._x0.copy()
+
+    @property
+    def p(self) -> np.ndarray:
+        """Default parameter values (a copy)."""
+        return self._p.copy()
+
+    # ----------------------------------------------------- user-facing callables
+    def _dispatchers(self):
+        if self._user_fns is None:
+            self._user_fns = _bind_allocating(self.fns, self.constants, self.n_states, self.n_params)
+        return self._user_fns
+
+    @property
+    def rhs(self):
+        """``f(t, x, p) -> (nx,)``, a numba dispatcher."""
+        return self._dispatchers()[0]
+
+    @property
+    def jac_x(self):
+        """``A(t, x, p) = df/dx -> (nx, nx)``, a numba dispatcher."""
+        return self._dispatchers()[1]
+
+    @property
+    def jac_p(self):
+        """``B(t, x, p) = df/dp -> (nx, np)``, a numba dispatcher."""
+        return self._dispatchers()[2]
+
+    # ------------------------------------------------------------- helpers
+    def initial_state(self, p=None) -> np.ndarray:
+        """``x0(p)``: the model's initial state for parameters ``p`` (default: model values)."""
+        p = self.check_p(p)
+        out = np.empty(self.n_states)
+        self.fns.x0_into(p, self.constants, out)
+        return out
+
+    def initial_sensitivity(self, p=None) -> np.ndarray:
+        """``dx0/dp`` (nx, np): zero unless initial values are expressions of parameters."""
+        p = self.check_p(p)
+        out = np.empty((self.n_states, self.n_params))
+        self.fns.dx0_dp_into(p, self.constants, out)
+        return out
+
+    def outputs(self, t, x, p=None) -> np.ndarray:
+        """Observables ``y = h(t, x, p)`` for one state ``x`` (states if the model has no outputs)."""
+        p = self.check_p(p)
+        x = self.check_x(x, "x")
+        if not self.n_outputs:
+            return x.copy()
+        y = np.empty(self.n_outputs)
+        self.fns.out_into(float(t), x, p, self.constants, y)
+        return y
+
+    def check_p(self, p, name="p") -> np.ndarray:
+        """Validate a parameter vector (length, finiteness); ``None`` means the defaults."""
+        if p is None:
+            return self._p.copy()
+        return _check_vector(p, self.n_params, name, f"model {self.name!r} has {self.n_params} parameters")
+
+    def check_x(self, x, name="x0") -> np.ndarray:
+        """Validate a state vector (length, finiteness)."""
+        return _check_vector(x, self.n_states, name, f"model {self.name!r} has {self.n_states} states")
+
+    def param_index(self, names) -> np.ndarray:
+        """Indices of parameters given by name (or already by index)."""
+        idx = []
+        for n in names:
+            if isinstance(n, (int, np.integer)):
+                if not 0 <= n < self.n_params:
+                    raise PbsensError(f"parameter index {n} is out of range 0..{self.n_params - 1}")
+                idx.append(int(n))
+            elif n in self.param_names:
+                idx.append(self.param_names.index(n))
+            else:
+                raise PbsensError(f"model {self.name!r} has no parameter {n!r}")
+        return np.array(idx, dtype=np.int64)
+
+    def __repr__(self):
+        return (f"<pbsens.Model {self.name!r}: {self.n_states} states, {self.n_params} parameters"
+                + (f", {self.n_outputs} outputs" if self.n_outputs else "") + ">")
+
+
+def _check_vector(v, n, name, why):
+    try:
+        a = np.array(v, dtype=np.float64).reshape(-1) if np.ndim(v) <= 1 else None
+    except (TypeError, ValueError):
+        raise PbsensError(f"{name!r} must be an array of numbers, got {v!r}") from None
+    if a is None:
+        raise PbsensError(f"{name!r} must be one-dimensional, got shape {np.shape(v)}")
+    if a.shape[0] != n:
+        raise PbsensError(f"{name!r} has length {a.shape[0]}, expected {n} ({why})")
+    if not np.all(np.isfinite(a)):
+        bad = np.flatnonzero(~np.isfinite(a)).tolist()
+        raise PbsensError(f"{name!r} contains NaN or inf at index {bad}")
+    return np.ascontiguousarray(a)
+
+
+def _bind_allocating(fns, c, nx, np_):
+    """Allocating ``rhs``, ``jac_x``, ``jac_p`` dispatchers closing over ``fns`` and ``c``."""
+    rhs_into, jac_x_into, jac_p_into = fns.rhs_into, fns.jac_x_into, fns.jac_p_into
+    c = c.copy()
+
+    @njit
+    def rhs(t, x, p):
+        out = np.empty(nx)
+        rhs_into(float(t), np.ascontiguousarray(np.asarray(x, dtype=np.float64)),
+                 np.ascontiguousarray(np.asarray(p, dtype=np.float64)), c.copy(), out)
+        return out
+
+    @njit
+    def jac_x(t, x, p):
+        out = np.empty((nx, nx))
+        jac_x_into(float(t), np.ascontiguousarray(np.asarray(x, dtype=np.float64)),
+                   np.ascontiguousarray(np.asarray(p, dtype=np.float64)), c.copy(), out)
+        return out
+
+    @njit
+    def jac_p(t, x, p):
+        out = np.empty((nx, np_))
+        jac_p_into(float(t), np.ascontiguousarray(np.asarray(x, dtype=np.float64)),
+                   np.ascontiguousarray(np.asarray(p, dtype=np.float64)), c.copy(), out)
+        return out
+
+    return rhs, jac_x, jac_p

@@ -1,0 +1,237 @@
+"""The model file format and its validated in-memory form, :class:`ModelSpec`.
+
+A model is plain data: names, numbers and expression strings. The JSON format
+(``data/models/*.json``) is::
+
+    {
+      "name": "Chua",                       # required, str
+      "title": "...", "source": "...",      # optional, free text
+      "time": "t",                          # optional, name of the time variable (default "t")
+      "states": [{"name": "x1", "initial": 0.0}, ...],
+      "parameters": [{"name": "p1", "value": 7.0}, ...],
+      "definitions": [{"name": "g", "expression": "-8/7*x1 + 4/63*x1**3"}, ...],
+      "odes": [{"state": "x1", "rhs": "p1*(x2 - x1 - g)"}, ...],
+      "outputs": [{"name": "y1", "expression": "x1 + x2"}, ...],   # optional observables
+      ... any other keys (experiments, solver_tolerances, notes) are kept in ``meta``
+    }
+
+Rules, checked by :func:`ModelSpec.validate`:
+
+* names are identifiers, unique across states, parameters, definitions, outputs
+  and the time variable;
+* a state's ``initial`` is a number or an expression of parameters (the initial
+  state then depends on ``p`` and the initial sensitivity ``dx0/dp`` is derived);
+* definitions are evaluated in order: each may use the time, states, parameters
+  and *earlier* definitions;
+* there is exactly one right-hand side per state;
+* expressions use ``+ - * / **`` (``^`` is read as power), parentheses, numbers,
+  the functions listed in :data:`pbsens.model.symbolic.FUNCTIONS`, comparisons,
+  ``and``/``or``/``not`` and ``piecewise(value1, condition1, ..., otherwise)``.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import keyword
+import math
+import os
+from dataclasses import dataclass, field
+from numbers import Real
+
+from ..errors import ModelError
+
+__all__ = ["ModelSpec", "Quantity", "Definition", "read_json_model"]
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A named value: a state with its initial value or a parameter with its value.
+
+    ``value`` is a float, or (for states only) an expression string of parameters.
+    """
+
+    name: str
+    value: float | str
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A named expression: a definition, a right-hand side or an output."""
+
+    name: str
+    expression: str
+
+
+@dataclass
+class ModelSpec:
+    """Validated plain-data description of an ODE model ``x' = f(t, x, p)``."""
+
+    name: str
+    states: list[Quantity]
+    parameters: list[Quantity]
+    odes: dict[str, str]
+    definitions: list[Definition] = field(default_factory=list)
+    outputs: list[Definition] = field(default_factory=list)
+    time: str = "t"
+    title: str = ""
+    meta: dict = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def state_names(self) -> list[str]:
+        return [s.name for s in self.states]
+
+    @property
+    def param_names(self) -> list[str]:
+        return [q.name for q in self.parameters]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [o.name for o in self.outputs]
+
+    # ------------------------------------------------------------- validation
+    def validate(self) -> "ModelSpec":
+        """Check names and structure; raise :class:`ModelError` naming the culprit."""
+        where = f"model {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise ModelError("model 'name' must be a non-empty string")
+        if not self.states:
+            raise ModelError(f"{where}: 'states' is empty; a model needs at least one state")
+        seen: dict[str, str] = {}
+
+        def claim(name, kind):
+            if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+                raise ModelError(f"{where}: {kind} name {name!r} is not a valid identifier")
+            if name in seen:
+                raise ModelError(f"{where}: name {name!r} is used twice (as {seen[name]} and as {kind})")
+            seen[name] = kind
+
+        claim(self.time, "time variable")
+        for s in self.states:
+            claim(s.name, "state")
+            if isinstance(s.value, str):
+                if not s.value.strip():
+                    raise ModelError(f"{where}: initial value of state {s.name!r} is an empty string")
+            elif not _finite_number(s.value):
+                raise ModelError(f"{where}: initial value of state {s.name!r} must be a finite number "
+                                 f"or an expression of parameters, got {s.value!r}")
+        for q in self.parameters:
+            claim(q.name, "parameter")
+            if not _finite_number(q.value):
+                raise ModelError(f"{where}: value of parameter {q.name!r} must be a finite number, got {q.value!r}")
+        for d in self.definitions:
+            claim(d.name, "definition")
+            _check_expression(d.expression, f"{where}: definition {d.name!r}")
+        for o in self.outputs:
+            claim(o.name, "output")
+            _check_expression(o.expression, f"{where}: output {o.name!r}")
+        names = set(self.state_names)
+        for state, rhs in self.odes.items():
+            if state not in names:
+                raise ModelError(f"{where}: 'odes' has a right-hand side for {state!r}, which is not a state")
+            _check_expression(rhs, f"{where}: right-hand side of {state!r}")
+        missing = [s for s in self.state_names if s not in self.odes]
+        if missing:
+            raise ModelError(f"{where}: no right-hand side ('odes') for state(s) {', '.join(missing)}")
+        return self
+
+    # ------------------------------------------------------------ (de)serialise
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "model") -> "ModelSpec":
+        """Build and validate a spec from the JSON structure described above."""
+        if not isinstance(data, dict):
+            raise ModelError(f"{source}: a model must be a JSON object, got {type(data).__name__}")
+        data = copy.deepcopy(data)
+        for key in ("name", "states", "odes"):
+            if key not in data:
+                raise ModelError(f"{source}: required key {key!r} is missing")
+        try:
+            states = [Quantity(_req(s, "name", source, "states"), _req(s, "initial", source, "states"))
+                      for s in _list(data.pop("states"), "states", source)]
+            params = [Quantity(_req(q, "name", source, "parameters"), _req(q, "value", source, "parameters"))
+                      for q in _list(data.pop("parameters", []), "parameters", source)]
+            defs = [Definition(_req(d, "name", source, "definitions"), _req(d, "expression", source, "definitions"))
+                    for d in _list(data.pop("definitions", []), "definitions", source)]
+            outs = [Definition(_req(d, "name", source, "outputs"), _req(d, "expression", source, "outputs"))
+                    for d in _list(data.pop("outputs", []), "outputs", source)]
+            odes_raw = data.pop("odes")
+            if isinstance(odes_raw, dict):
+                odes = dict(odes_raw)
+            else:
+                odes = {}
+                for o in _list(odes_raw, "odes", source):
+                    st = _req(o, "state", source, "odes")
+                    if st in odes:
+                        raise ModelError(f"{source}: 'odes' has two right-hand sides for state {st!r}")
+                    odes[st] = _req(o, "rhs", source, "odes")
+        except (TypeError, AttributeError) as exc:  # pragma: no cover - defensive
+            raise ModelError(f"{source}: malformed model: {exc}") from None
+        name = data.pop("name")
+        spec = cls(name=name, states=states, parameters=params, odes=odes, definitions=defs,
+                   outputs=outs, time=data.pop("time", "t"), title=data.pop("title", ""), meta=data)
+        return spec.validate()
+
+    def to_dict(self) -> dict:
+        """The JSON structure of this spec (inverse of :meth:`from_dict`)."""
+        d = {"name": self.name}
+        if self.title:
+            d["title"] = self.title
+        d["time"] = self.time
+        d["states"] = [{"name": s.name, "initial": s.value} for s in self.states]
+        d["parameters"] = [{"name": q.name, "value": q.value} for q in self.parameters]
+        d["definitions"] = [{"name": x.name, "expression": x.expression} for x in self.definitions]
+        d["odes"] = [{"state": s, "rhs": self.odes[s]} for s in self.state_names]
+        if self.outputs:
+            d["outputs"] = [{"name": x.name, "expression": x.expression} for x in self.outputs]
+        d.update(copy.deepcopy(self.meta))
+        return d
+
+    def equations_key(self) -> str:
+        """SHA-256 of everything that affects the compiled code (not names' metadata)."""
+        payload = {
+            "time": self.time,
+            "states": [[s.name, s.value] for s in self.states],
+            "parameters": [q.name for q in self.parameters],
+            "definitions": [[x.name, x.expression] for x in self.definitions],
+            "odes": [[s, self.odes[s]] for s in self.state_names],
+            "outputs": [[x.name, x.expression] for x in self.outputs],
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def read_json_model(path) -> ModelSpec:
+    """Read a JSON model file into a validated :class:`ModelSpec`."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise ModelError(f"model file {path!r} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"model file {path!r} is not valid JSON: {exc}") from None
+    return ModelSpec.from_dict(data, source=f"model file {path!r}")
+
+
+# ---------------------------------------------------------------- helpers
+def _finite_number(v) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def _list(v, key, source):
+    if not isinstance(v, list):
+        raise ModelError(f"{source}: {key!r} must be a list, got {type(v).__name__}")
+    return v
+
+
+def _req(entry, key, source, section):
+    if not isinstance(entry, dict):
+        raise ModelError(f"{source}: every entry of {section!r} must be an object, got {entry!r}")
+    if key not in entry:
+        raise ModelError(f"{source}: an entry of {section!r} lacks {key!r}: {entry!r}")
+    return entry[key]
+
+
+def _check_expression(expr, where):
+    if not isinstance(expr, str) or not expr.strip():
+        raise ModelError(f"{where}: expression must be a non-empty string, got {expr!r}")

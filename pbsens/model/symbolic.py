@@ -1,0 +1,218 @@
+"""From a :class:`~pbsens.model.spec.ModelSpec` to sympy: right-hand side and Jacobians.
+
+Expressions are parsed with Python's :mod:`ast` and translated node by node into
+sympy objects through a whitelist (:func:`parse_expression`): user text is never
+passed to ``eval`` (``sympy.sympify``/``parse_expr`` would evaluate it).
+Definitions are substituted in order; ``A = df/dx`` and ``B = df/dp`` (METHOD.md
+eq. (2.3)) are exact symbolic derivatives.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from dataclasses import dataclass
+
+import sympy as sp
+
+from ..errors import ModelError
+from .spec import ModelSpec
+
+__all__ = ["FUNCTIONS", "parse_expression", "SymbolicModel", "derive"]
+
+
+def _log(x, base=None):
+    return sp.log(x) if base is None else sp.log(x, base)
+
+
+def _piecewise(*args):
+    if len(args) < 1:
+        raise ValueError("piecewise needs at least one argument")
+    pieces = []
+    for i in range(0, len(args) - 1, 2):
+        pieces.append((args[i], args[i + 1]))
+    if len(args) % 2 == 1:
+        pieces.append((args[-1], True))
+    return sp.Piecewise(*pieces)
+
+
+#: Functions a model expression may call, and their sympy meaning.
+FUNCTIONS = {
+    "exp": sp.exp, "log": _log, "ln": sp.log,
+    "log10": lambda x: sp.log(x, 10), "log2": lambda x: sp.log(x, 2),
+    "sqrt": sp.sqrt, "pow": sp.Pow, "abs": sp.Abs,
+    "sin": sp.sin, "cos": sp.cos, "tan": sp.tan,
+    "asin": sp.asin, "acos": sp.acos, "atan": sp.atan,
+    "sinh": sp.sinh, "cosh": sp.cosh, "tanh": sp.tanh,
+    "floor": sp.floor, "ceiling": sp.ceiling, "ceil": sp.ceiling,
+    "min": sp.Min, "max": sp.Max,
+    "piecewise": _piecewise, "heaviside": lambda x: sp.Heaviside(x, 1),
+}
+#: Named constants, used only where the model does not define the name itself.
+CONSTANTS = {"pi": sp.pi}
+
+_BINOPS = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+    ast.Pow: lambda a, b: a ** b,
+}
+
+
+def _caret_to_power(text: str) -> str:
+    """Read ``^`` as ``**`` (SBML/SBtab infix), with power's precedence, at the token level."""
+    if "^" not in text:
+        return text
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, IndentationError):
+        return text  # let ast report the syntax error
+    out = [(tok.type, "**" if tok.type == tokenize.OP and tok.string == "^" else tok.string) for tok in toks]
+    return tokenize.untokenize(out).strip()
+_CMP = {ast.Lt: sp.Lt, ast.LtE: sp.Le, ast.Gt: sp.Gt, ast.GtE: sp.Ge,
+        ast.Eq: sp.Eq, ast.NotEq: sp.Ne}
+
+
+def _number(value):
+    """Exact rationals for literals such as ``4/63`` keep sympy's algebra clean."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ModelError(f"unsupported literal {value!r}")
+    if isinstance(value, int):
+        return sp.Integer(value)
+    return sp.Float(value, 17) if not float(value).is_integer() else sp.Integer(int(value))
+
+
+def parse_expression(text: str, symbols: dict, where: str = "expression") -> sp.Expr:
+    """Parse ``text`` into a sympy expression using only whitelisted constructs.
+
+    Parameters
+    ----------
+    text : str
+        The expression, in the dialect described in :mod:`pbsens.model.spec`.
+    symbols : dict of str -> sympy.Expr
+        Names the expression may use (states, parameters, time, definitions).
+    where : str
+        Context for error messages ("definition 'g' of model 'Chua'").
+
+    Raises
+    ------
+    ModelError
+        Syntax errors, unknown names, unsupported operators or functions.
+    """
+    try:
+        tree = ast.parse(_caret_to_power(text.strip()), mode="eval")
+    except SyntaxError as exc:
+        raise ModelError(f"{where}: cannot parse {text!r}: {exc.msg}") from None
+
+    def visit(node):
+        if isinstance(node, ast.Expression):
+            return visit(node.body)
+        if isinstance(node, ast.Constant):
+            return _number(node.value)
+        if isinstance(node, ast.Name):
+            if node.id in symbols:
+                return symbols[node.id]
+            if node.id in CONSTANTS:
+                return CONSTANTS[node.id]
+            raise ModelError(f"{where}: unknown name {node.id!r} in {text!r}")
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](visit(node.left), visit(node.right))
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.USub):
+                return -visit(node.operand)
+            if isinstance(node.op, ast.UAdd):
+                return visit(node.operand)
+            if isinstance(node.op, ast.Not):
+                return sp.Not(visit(node.operand))
+        if isinstance(node, ast.BoolOp):
+            op = sp.And if isinstance(node.op, ast.And) else sp.Or
+            return op(*[visit(v) for v in node.values])
+        if isinstance(node, ast.Compare):
+            parts, left = [], visit(node.left)
+            for op, comp in zip(node.ops, node.comparators):
+                if type(op) not in _CMP:
+                    raise ModelError(f"{where}: comparison {type(op).__name__} is not allowed in {text!r}")
+                right = visit(comp)
+                parts.append(_CMP[type(op)](left, right))
+                left = right
+            return parts[0] if len(parts) == 1 else sp.And(*parts)
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.keywords:
+                raise ModelError(f"{where}: only plain calls like exp(x) are allowed in {text!r}")
+            name = node.func.id
+            if name not in FUNCTIONS or name in symbols:
+                raise ModelError(f"{where}: unknown function {name!r} in {text!r}; "
+                                 f"allowed: {', '.join(sorted(FUNCTIONS))}")
+            try:
+                return FUNCTIONS[name](*[visit(a) for a in node.args])
+            except (TypeError, ValueError) as exc:
+                raise ModelError(f"{where}: bad call {name}(...) in {text!r}: {exc}") from None
+        raise ModelError(f"{where}: {type(node).__name__} is not allowed in {text!r}")
+
+    expr = visit(tree)
+    if isinstance(expr, (sp.logic.boolalg.Boolean, sp.core.relational.Relational)) and not isinstance(expr, sp.Expr):
+        raise ModelError(f"{where}: {text!r} is a condition, not a numeric expression")
+    return expr
+
+
+@dataclass
+class SymbolicModel:
+    """Sympy form of a model, with symbols ``t``, ``x_i``, ``p_j`` in file order."""
+
+    t: sp.Symbol
+    x: list
+    p: list
+    f: sp.Matrix             # (nx, 1)
+    A: sp.Matrix             # df/dx (nx, nx)
+    B: sp.Matrix             # df/dp (nx, np)
+    x0: sp.Matrix            # (nx, 1), expressions of p
+    dx0_dp: sp.Matrix        # (nx, np)
+    h: sp.Matrix             # outputs (ny, 1)
+    dh_dx: sp.Matrix         # (ny, nx)
+    dh_dp: sp.Matrix         # (ny, np)
+
+
+def expand_definitions(spec: ModelSpec):
+    """Parse everything; return (t, xs, ps, rhs list, output list, x0 list).
+
+    Each definition is parsed with the symbols known before it and replaced by its
+    (already expanded) expression, so later expressions see only ``t``, ``x``, ``p``.
+    """
+    t = sp.Symbol("t", real=True)
+    xs = [sp.Symbol(f"x_{i}", real=True) for i in range(len(spec.states))]
+    ps = [sp.Symbol(f"p_{j}", real=True) for j in range(len(spec.parameters))]
+    env = {spec.time: t}
+    env.update({s.name: xs[i] for i, s in enumerate(spec.states)})
+    env.update({q.name: ps[j] for j, q in enumerate(spec.parameters)})
+    model = f"model {spec.name!r}"
+    for d in spec.definitions:
+        env[d.name] = parse_expression(d.expression, env, f"{model}: definition {d.name!r}")
+    rhs = [parse_expression(spec.odes[s], env, f"{model}: right-hand side of {s!r}") for s in spec.state_names]
+    outs = [parse_expression(o.expression, env, f"{model}: output {o.name!r}") for o in spec.outputs]
+    penv = {q.name: ps[j] for j, q in enumerate(spec.parameters)}
+    x0 = []
+    for s in spec.states:
+        if isinstance(s.value, str):
+            x0.append(parse_expression(s.value, penv, f"{model}: initial value of {s.name!r} "
+                                                      "(may use parameters only)"))
+        else:
+            x0.append(_number(float(s.value)))
+    return t, xs, ps, rhs, outs, x0
+
+
+def derive(spec: ModelSpec) -> SymbolicModel:
+    """Symbolic right-hand side, Jacobians, initial state and outputs of ``spec``."""
+    t, xs, ps, rhs, outs, x0 = expand_definitions(spec)
+    f = sp.Matrix(rhs)
+    x0m = sp.Matrix(x0)
+    h = sp.Matrix(outs) if outs else sp.zeros(0, 1)
+    np_ = len(ps)
+    return SymbolicModel(
+        t=t, x=xs, p=ps, f=f,
+        A=f.jacobian(xs),
+        B=f.jacobian(ps) if np_ else sp.zeros(len(xs), 0),
+        x0=x0m,
+        dx0_dp=x0m.jacobian(ps) if np_ else sp.zeros(len(xs), 0),
+        h=h,
+        dh_dx=h.jacobian(xs) if outs else sp.zeros(0, len(xs)),
+        dh_dp=h.jacobian(ps) if (outs and np_) else sp.zeros(len(outs), np_),
+    )

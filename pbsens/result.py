@@ -1,0 +1,71 @@
+"""The result object shared by every sensitivity method (PBSR, Exp, FS, ...)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["SensitivityResult", "BRANCH_NAMES"]
+
+#: Codes stored per grid interval by the kernels, and their names.
+BRANCH_NAMES = ("pbs", "exp-equilibrium", "exp-stiff", "exp", "exp2")
+
+
+@dataclass
+class SensitivityResult:
+    """Sensitivities ``S[k, i, j] = dx_i(t_k) / dp_j``.
+
+    Attributes
+    ----------
+    t : ndarray (K,)
+        Output times (``t_eval`` if given, else the whole grid).
+    x : ndarray (K, nx)
+        States at ``t``.
+    S : ndarray (K, nx, np)
+    method : str
+        ``"pbsr"``, ``"exp"``, ``"pbs"``, ``"exp2"``, ``"pbsr2"`` or ``"fs"``.
+    p, x0, S0 : ndarray
+        Parameters, initial state and initial sensitivity used.
+    grid : ndarray (G,) or None
+        The grid the method marched over (for post-hoc methods).
+    branch : ndarray of str (G-1,) or None
+        Per grid interval: ``"pbs"``, ``"exp-equilibrium"``, ``"exp-stiff"`` (PBSR),
+        ``"exp"``/``"exp2"`` (the exponential methods).
+    n_int : ndarray of int (G-1,) or None
+        Sub-intervals used per grid interval (1 for exponential steps).
+    model_name : str
+    param_names, state_names : list of str
+    options : dict
+        Everything needed to recompute: solver method and tolerances, thresholds,
+        norm, interpolation. ``kappa_bar`` perturbs around ``p`` with these.
+    timings : dict
+        Seconds spent in the state solve (``"states"``) and the sensitivities (``"sensitivities"``).
+    """
+
+    t: np.ndarray
+    x: np.ndarray
+    S: np.ndarray
+    method: str
+    p: np.ndarray
+    x0: np.ndarray
+    S0: np.ndarray | None = None
+    grid: np.ndarray | None = None
+    branch: np.ndarray | None = None
+    n_int: np.ndarray | None = None
+    model_name: str = ""
+    state_names: list = field(default_factory=list)
+    param_names: list = field(default_factory=list)
+    options: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+    def branch_counts(self) -> dict:
+        """Number of grid intervals per branch, e.g. ``{"pbs": 120, "exp-stiff": 30}``."""
+        if self.branch is None:
+            return {}
+        names, counts = np.unique(self.branch, return_counts=True)
+        return {str(n): int(c) for n, c in zip(names, counts)}
+
+    def __repr__(self):
+        K, nx, np_ = self.S.shape
+        return (f"<SensitivityResult {self.method!r} of {self.model_name!r}: {K} times, "
+                f"{nx} states x {np_} parameters>")
