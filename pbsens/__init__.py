@@ -7,8 +7,12 @@ __version__ = "0.1.0"
 from .errors import ModelError, PbsensError, SolverError, UnsupportedModelError  # noqa: E402
 from .model.library import load_model, random_linear_model  # noqa: E402
 from .model.model import Model  # noqa: E402
+from .model.sbml import to_sbml  # noqa: E402
 from .model.spec import ModelSpec  # noqa: E402
+from .result import SensitivityResult  # noqa: E402
+from .sensitivities import sensitivities  # noqa: E402
 from .solve import Trajectory, solve_states  # noqa: E402
 
 __all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "UnsupportedModelError",
-           "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states"]
+           "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states",
+           "sensitivities", "SensitivityResult", "to_sbml"]

@@ -1,0 +1,241 @@
+"""The front door: :func:`sensitivities` (post-hoc PBSR, PBS, Exp and their second-order variants).
+
+Data flow: a :class:`~pbsens.solve.Trajectory` (or any solver's ``(t, x)``) ->
+validated grid and options -> the march kernel (:mod:`pbsens.kernels.march`) ->
+:class:`~pbsens.result.SensitivityResult`. This module knows nothing of numba.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .errors import PbsensError
+from .kernels import linalg
+from .kernels import march as _march
+from .result import BRANCH_NAMES, SensitivityResult
+from .solve import Trajectory, check_t_eval, merge_grid, solve_states
+
+__all__ = ["sensitivities", "METHODS"]
+
+#: Post-hoc methods accepted by :func:`sensitivities`.
+METHODS = tuple(_march.METHOD_CODES)
+
+
+def _bound(model):
+    """The model's bound kernels, compiled once per model and process."""
+    cache = model.__dict__.setdefault("_kernels", {})
+    if "march" not in cache:
+        cache["march"] = _march.bind(model.fns)
+    return cache["march"]
+
+
+def _check_grid(model, t, x):
+    try:
+        t = np.ascontiguousarray(t, dtype=np.float64).reshape(-1)
+        x = np.ascontiguousarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise PbsensError("'trajectory' must be a Trajectory or a pair (t, x) of numeric arrays") from None
+    if t.size < 2:
+        raise PbsensError(f"'trajectory': the grid t needs at least two points, got {t.size}")
+    if x.shape != (t.size, model.n_states):
+        raise PbsensError(f"'trajectory': x must have shape (len(t), n_states) = ({t.size}, "
+                          f"{model.n_states}), got {x.shape}")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(x))):
+        raise PbsensError("'trajectory' contains NaN or inf in t or x")
+    if np.any(np.diff(t) <= 0):
+        raise PbsensError("'trajectory': the grid t must be strictly increasing")
+    return t, x
+
+
+def _positive(v, name, integer=False):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v) \
+            or v <= 0 or (integer and int(v) != v):
+        raise PbsensError(f"{name!r} must be a positive {'integer' if integer else 'number'}, got {v!r}")
+    return int(v) if integer else float(v)
+
+
+def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
+                  t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
+                  eq_tol=1e-4, norm="1", interpolation="linear") -> SensitivityResult:
+    """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
+
+    Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
+    state solver's grid with the Jacobians ``A = df/dx``, ``B = df/dp`` evaluated
+    at the grid's states, never calling the state solver again (METHOD.md section 2).
+
+    Parameters
+    ----------
+    model : Model
+    trajectory : Trajectory or (t, x), optional
+        The state solution: from :func:`solve_states`, or any solver's grid ``t``
+        (K,) and states ``x`` (K, nx). If omitted, ``t_span`` is required and the
+        states are solved here with ``solver``, ``rtol``, ``atol``.
+    method : {"pbsr", "exp", "pbs", "exp2", "pbsr2"}
+        ``"pbsr"``: Algorithm 2, PBS step (4.6) with refinement, switching to the
+        exponential step (3.10) on stiff or equilibrium intervals. ``"exp"``:
+        Algorithm 3, the exponential step on every interval. ``"pbs"``: the PBS
+        step with refinement everywhere (no switch). ``"exp2"``/``"pbsr2"``: the
+        second-order exponential-midpoint step, alone or as PBSR's fallback.
+    p : array_like, optional
+        Parameters; default the trajectory's (or the model's). Must equal the
+        trajectory's parameters when a Trajectory is given.
+    x0 : array_like, optional
+        Initial state when solving states here.
+    S0 : array_like (nx, np), optional
+        Initial sensitivity ``dx0/dp``; default derived from the model (zero unless
+        initial values depend on parameters).
+    t_eval : array_like, optional
+        Output times. They must be grid points; with a Trajectory that has dense
+        output they are merged into its grid exactly. Default: the trajectory's
+        ``t_eval`` if it has one, else the whole grid. Only ``len(t_eval)`` copies
+        of ``S`` are stored.
+    t_span : (t0, t1), optional
+        Solve states on this span first (when no trajectory is given).
+    solver, rtol, atol :
+        State solver settings when solving states here (:func:`solve_states`).
+    n_factor, n_max, eq_tol : float, int, float
+        PBSR switch (Algorithm 2): ``n_int = ceil(n_factor h ||A_k||)`` sub-intervals
+        (so that ``h ||A|| <= 1/n_factor`` per sub-step); the exponential step when
+        ``n_int > n_max`` ("exp-stiff") or when ``||A_k+1 - A_k|| <= eq_tol ||A_k||``
+        and ``||B_k+1 - B_k|| <= eq_tol ||B_k||`` ("exp-equilibrium"). Paper: 10, 100, 1e-4.
+    norm : {"1", "inf", "fro"}
+        Matrix norm of the switch; default the 1-norm (max column sum).
+    interpolation : {"linear", "hermite", "dense"}
+        States at refinement points: linear between grid states (the paper), cubic
+        Hermite using ``f`` at both ends, or the solver's dense output (needs a
+        Trajectory from :func:`solve_states`).
+
+    Returns
+    -------
+    SensitivityResult
+        ``t``, ``x``, ``S`` at the output times; ``branch``, ``n_int`` per grid interval.
+
+    Raises
+    ------
+    PbsensError
+        Invalid input (the message names the argument), or non-finite sensitivities.
+    """
+    if method not in _march.METHOD_CODES:
+        raise PbsensError(f"'method' must be one of {', '.join(METHODS)} (or use forward_sensitivities "
+                          f"for the forward reference), got {method!r}")
+    if norm not in linalg.NORM_CODES:
+        raise PbsensError(f"'norm' must be one of {sorted(linalg.NORM_CODES)}, got {norm!r}")
+    if interpolation not in _march.INTERP_CODES:
+        raise PbsensError(f"'interpolation' must be one of {sorted(_march.INTERP_CODES)}, got {interpolation!r}")
+    n_factor = _positive(n_factor, "n_factor")
+    n_max = _positive(n_max, "n_max", integer=True)
+    eq_tol = _positive(eq_tol, "eq_tol")
+    timings = {}
+
+    # ---- the state trajectory
+    if trajectory is None:
+        if t_span is None:
+            raise PbsensError("give either 'trajectory' (a solve_states result or a (t, x) pair) or 't_span'")
+        t0 = time.perf_counter()
+        trajectory = solve_states(model, t_span, t_eval=t_eval, p=p, x0=x0, method=solver, rtol=rtol,
+                                  atol=atol, dense_output=interpolation == "dense")
+        timings["states"] = time.perf_counter() - t0
+    elif t_span is not None:
+        raise PbsensError("give either 'trajectory' or 't_span', not both")
+    elif x0 is not None:
+        raise PbsensError("'x0' applies only when states are solved here (t_span=...); "
+                          "the trajectory already fixes the initial state")
+
+    sol = None
+    solver_info = {}
+    if isinstance(trajectory, Trajectory):
+        if p is not None and not np.array_equal(model.check_p(p), trajectory.p):
+            raise PbsensError("'p' differs from the parameters the trajectory was solved with; "
+                              "solve the states again with these parameters")
+        p = trajectory.p
+        t, x = _check_grid(model, trajectory.t, trajectory.x)
+        sol = trajectory.sol
+        if t_eval is None and trajectory.t_eval is not None:
+            t_eval = trajectory.t_eval
+        solver_info = {"solver": trajectory.method, "rtol": trajectory.rtol, "atol": trajectory.atol}
+    else:
+        if not isinstance(trajectory, (tuple, list)) or len(trajectory) != 2:
+            raise PbsensError("'trajectory' must be a Trajectory or a pair (t, x)")
+        p = model.check_p(p)
+        t, x = _check_grid(model, *trajectory)
+
+    # ---- output times: grid points, merged from dense output if needed
+    if t_eval is not None:
+        te = check_t_eval(t_eval, (t[0], t[-1]))
+        idx = np.searchsorted(t, te)
+        idx_c = np.minimum(idx, t.size - 1)
+        missing = t[idx_c] != te
+        if np.any(missing):
+            if sol is None:
+                raise PbsensError(f"'t_eval': {int(missing.sum())} time(s) (first {te[missing][0]:.6g}) are not "
+                                  "points of the trajectory's grid; pass them to solve_states(t_eval=...) or "
+                                  "give a Trajectory with dense output")
+            t, x, idx = merge_grid(t, x, te, sol)
+        out_index = np.full(t.size, -1, dtype=np.int64)
+        out_index[idx] = np.arange(te.size)
+        t_out = te
+    else:
+        out_index = np.arange(t.size, dtype=np.int64)
+        t_out = t
+
+    if interpolation == "dense" and sol is None:
+        raise PbsensError("'interpolation': 'dense' needs a Trajectory with dense output "
+                          "(solve_states(..., dense_output=True))")
+
+    # ---- initial sensitivity
+    nx, np_ = model.n_states, model.n_params
+    if S0 is None:
+        S = model.initial_sensitivity(p)
+    else:
+        try:
+            S = np.array(S0, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise PbsensError("'S0' must be a numeric array of shape (n_states, n_params)") from None
+        if S.shape != (nx, np_):
+            raise PbsensError(f"'S0' must have shape (n_states, n_params) = ({nx}, {np_}), got {S.shape}")
+        if not np.all(np.isfinite(S)):
+            raise PbsensError("'S0' contains NaN or inf")
+    S0_used = S.copy()
+    S = np.ascontiguousarray(S)
+
+    # ---- march
+    t0 = time.perf_counter()
+    bound_march, bound_plan = _bound(model)
+    code = _march.METHOD_CODES[method]
+    norm_kind = linalg.NORM_CODES[norm]
+    interp = _march.INTERP_CODES[interpolation]
+    K = t.size
+    branch = np.empty(K - 1, dtype=np.int8)
+    n_int = np.empty(K - 1, dtype=np.int64)
+    S_out = np.empty((t_out.size, nx, np_))
+    X_sub = np.empty((0, nx))
+    sub_offset = np.zeros(K - 1, dtype=np.int64)
+    planned = 0
+    if interp == _march.INTERP_DENSE:
+        bound_plan(t, x, p, model.constants, code, n_factor, n_max, eq_tol, norm_kind, branch, n_int)
+        refined = (branch == _march.BRANCH_PBS) & (n_int > 1)
+        counts = np.where(refined, n_int - 1, 0)
+        sub_offset = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+        if counts.sum():
+            k_of = np.repeat(np.arange(K - 1), counts)
+            i_of = np.arange(counts.sum()) - sub_offset[k_of] + 1
+            t_sub = t[k_of] + i_of * (t[k_of + 1] - t[k_of]) / n_int[k_of]
+            X_sub = np.ascontiguousarray(sol(t_sub).T)
+        planned = 1
+    status = bound_march(t, x, p, model.constants, S, out_index, code, n_factor, n_max, eq_tol, norm_kind,
+                         interp, X_sub, sub_offset, planned, S_out, branch, n_int)
+    timings["sensitivities"] = time.perf_counter() - t0
+    if status >= 0:
+        raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
+                          f"[{t[status]:.6g}, {t[status + 1]:.6g}] (method {method!r}); the Jacobians may be "
+                          "non-finite there, or the PBS step unstable (try method='pbsr' or a finer grid)")
+    options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation)
+    options.update(solver_info or {"solver": solver if "states" in timings else None,
+                                   "rtol": rtol if "states" in timings else None,
+                                   "atol": atol if "states" in timings else None})
+    return SensitivityResult(
+        t=np.array(t_out), x=x[out_index >= 0], S=S_out, method=method, p=p.copy(),
+        x0=x[0].copy(), S0=S0_used, grid=t, branch=np.array(BRANCH_NAMES, dtype=object)[branch].astype(str),
+        n_int=n_int, model_name=model.name, state_names=list(model.state_names),
+        param_names=list(model.param_names), options=options, timings=timings)
