@@ -1,0 +1,6 @@
+"""``python -m pbsens`` is the ``pbsens`` command."""
+import sys
+
+from .cli import main
+
+sys.exit(main())
