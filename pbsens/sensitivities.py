@@ -11,22 +11,22 @@ import time
 import numpy as np
 
 from .errors import PbsensError
-from .kernels import linalg
-from .kernels import march as _march
+from .kernels import codes
 from .result import BRANCH_NAMES, SensitivityResult
 from .solve import Trajectory, check_t_eval, merge_grid, solve_states
 
 __all__ = ["sensitivities", "METHODS"]
 
 #: Post-hoc methods accepted by :func:`sensitivities`.
-METHODS = tuple(_march.METHOD_CODES)
+METHODS = tuple(codes.METHOD_CODES)
 
 
 def _bound(model):
     """The model's bound kernels, compiled once per model and process."""
     cache = model.__dict__.setdefault("_kernels", {})
     if "march" not in cache:
-        cache["march"] = _march.bind(model.fns)
+        from .kernels import march  # numba kernels load on first use, not at import
+        cache["march"] = march.bind(model.fns)
     return cache["march"]
 
 
@@ -116,13 +116,13 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     PbsensError
         Invalid input (the message names the argument), or non-finite sensitivities.
     """
-    if method not in _march.METHOD_CODES:
+    if method not in codes.METHOD_CODES:
         raise PbsensError(f"'method' must be one of {', '.join(METHODS)} (or use forward_sensitivities "
                           f"for the forward reference), got {method!r}")
-    if norm not in linalg.NORM_CODES:
-        raise PbsensError(f"'norm' must be one of {sorted(linalg.NORM_CODES)}, got {norm!r}")
-    if interpolation not in _march.INTERP_CODES:
-        raise PbsensError(f"'interpolation' must be one of {sorted(_march.INTERP_CODES)}, got {interpolation!r}")
+    if norm not in codes.NORM_CODES:
+        raise PbsensError(f"'norm' must be one of {sorted(codes.NORM_CODES)}, got {norm!r}")
+    if interpolation not in codes.INTERP_CODES:
+        raise PbsensError(f"'interpolation' must be one of {sorted(codes.INTERP_CODES)}, got {interpolation!r}")
     n_factor = _positive(n_factor, "n_factor")
     n_max = _positive(n_max, "n_max", integer=True)
     eq_tol = _positive(eq_tol, "eq_tol")
@@ -202,9 +202,9 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     # ---- march
     t0 = time.perf_counter()
     bound_march, bound_plan = _bound(model)
-    code = _march.METHOD_CODES[method]
-    norm_kind = linalg.NORM_CODES[norm]
-    interp = _march.INTERP_CODES[interpolation]
+    code = codes.METHOD_CODES[method]
+    norm_kind = codes.NORM_CODES[norm]
+    interp = codes.INTERP_CODES[interpolation]
     K = t.size
     branch = np.empty(K - 1, dtype=np.int8)
     n_int = np.empty(K - 1, dtype=np.int64)
@@ -212,9 +212,9 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     X_sub = np.empty((0, nx))
     sub_offset = np.zeros(K - 1, dtype=np.int64)
     planned = 0
-    if interp == _march.INTERP_DENSE:
+    if interp == codes.INTERP_DENSE:
         bound_plan(t, x, p, model.constants, code, n_factor, n_max, eq_tol, norm_kind, branch, n_int)
-        refined = (branch == _march.BRANCH_PBS) & (n_int > 1)
+        refined = (branch == codes.BRANCH_PBS) & (n_int > 1)
         counts = np.where(refined, n_int - 1, 0)
         sub_offset = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
         if counts.sum():

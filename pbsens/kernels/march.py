@@ -32,18 +32,13 @@ import numpy as np
 from numba import njit, types
 
 from . import linalg, steps
+from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRANCH_STIFF,  # noqa: F401
+                    INTERP_CODES, INTERP_DENSE, INTERP_HERMITE, METHOD_CODES, METHOD_EXP, METHOD_EXP2,
+                    METHOD_PBS, METHOD_PBSR2)
 from .signatures import f8, i8vec, ivec, jacs_fn, mat, tens, vec, vector_fn
 
 __all__ = ["METHOD_CODES", "INTERP_CODES", "BRANCH_PBS", "BRANCH_EQUILIBRIUM", "BRANCH_STIFF",
            "BRANCH_EXP", "BRANCH_EXP2", "march", "plan", "bind"]
-
-METHOD_EXP, METHOD_PBS, METHOD_PBSR, METHOD_EXP2, METHOD_PBSR2 = 0, 1, 2, 3, 4
-METHOD_CODES = {"exp": METHOD_EXP, "pbs": METHOD_PBS, "pbsr": METHOD_PBSR,
-                "exp2": METHOD_EXP2, "pbsr2": METHOD_PBSR2}
-INTERP_LINEAR, INTERP_HERMITE, INTERP_DENSE = 0, 1, 2
-INTERP_CODES = {"linear": INTERP_LINEAR, "hermite": INTERP_HERMITE, "dense": INTERP_DENSE}
-# Branch codes, indices into pbsens.result.BRANCH_NAMES
-BRANCH_PBS, BRANCH_EQUILIBRIUM, BRANCH_STIFF, BRANCH_EXP, BRANCH_EXP2 = 0, 1, 2, 3, 4
 
 i8 = types.int64
 

@@ -8,8 +8,6 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelError, PbsensError
-from . import linear
-from .codegen import compile_spec
 from .model import CompiledFunctions, Model
 from .spec import ModelSpec, read_json_model
 
@@ -37,6 +35,7 @@ def builtin_models() -> dict:
 
 def model_from_spec(spec: ModelSpec) -> Model:
     """Compile a :class:`ModelSpec` (from the on-disk cache when possible)."""
+    from .codegen import compile_spec
     module = compile_spec(spec)
     return Model(spec.name, spec.state_names, spec.param_names,
                  [q.value for q in spec.parameters], CompiledFunctions.from_module(module),
@@ -105,6 +104,7 @@ def random_linear_model(n, seed=0) -> Model:
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise PbsensError(f"'n' must be a positive integer, got {n!r}")
+    from . import linear  # compiled functions load on first use, not at import
     A, p = linear.draw(int(n), seed)
     fns = CompiledFunctions.from_module(linear)
     m = Model(f"RandomLinear{n}", [f"x{i + 1}" for i in range(n)], [f"p{i + 1}" for i in range(n)], p, fns,

@@ -4,7 +4,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
-from numba import njit
 
 from ..errors import PbsensError
 
@@ -179,6 +178,8 @@ def _check_vector(v, n, name, why):
 
 def _bind_allocating(fns, c, nx, np_):
     """Allocating ``rhs``, ``jac_x``, ``jac_p`` dispatchers closing over ``fns`` and ``c``."""
+    from numba import njit
+
     rhs_into, jac_x_into, jac_p_into = fns.rhs_into, fns.jac_x_into, fns.jac_p_into
     c = c.copy()
 
