@@ -129,6 +129,17 @@ def test_pbs_second_order_convergence(tmp_path):
     assert 0.8 <= order_exp <= 1.3
 
 
+def test_exp2_second_order_where_exp_is_first(tmp_path):
+    """The exponential-midpoint step gains an order over the exponential step (3.10)."""
+    m = _ltv(tmp_path)
+    hs = [0.2, 0.1, 0.05, 0.025]
+    order2, errs2 = _observed_order(m, "exp2", hs)
+    order1, errs1 = _observed_order(m, "exp", hs)
+    assert 1.8 <= order2 <= 2.3, (order2, errs2)
+    assert 0.8 <= order1 <= 1.3, (order1, errs1)
+    assert np.all(errs2 < errs1)
+
+
 def test_nonzero_initial_sensitivity(tmp_path):
     """x' = -k x, x(0) = p gives dx/dp = exp(-k t): both as S0 and derived from x0(p)."""
     te = np.linspace(0, 5, 11)
