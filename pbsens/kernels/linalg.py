@@ -55,10 +55,11 @@ NORM_FRO = 2
 NORM_CODES = {"1": NORM_1, "inf": NORM_INF, "fro": NORM_FRO}
 
 #: Number of ``n x n`` slices in :func:`workspace`. Usage per kernel:
-#: ``expm_into`` 7 (A scaled, A^2, A^4, A^6, A^8 or temporaries, and two
-#: temporaries whose first rows also serve as vectors for ``ell``);
-#: ``exp_phi1_into`` and ``exp_phi12_into`` 7 (``Z, Z^2 .. Z^5`` for
-#: Paterson-Stockmeyer and two temporaries).
+#: ``expm_into`` all 7 (0: scaled A, 1-3: A^2, A^4, A^6, 4: A^8 or a
+#: temporary, 5-6: temporaries whose first rows also serve as the vectors of
+#: ``ell``); ``exp_phi1_into`` and ``exp_phi12_into`` 6 (0-3: ``Z .. Z^4`` for
+#: Paterson-Stockmeyer, 5-6: temporaries; 4 is unused, kept free for a
+#: Taylor degree 25 with q = 5).
 NWS = 7
 
 _U = 2.0 ** -53  # unit roundoff of IEEE double precision
@@ -295,9 +296,10 @@ def workspace(n):
     Returns
     -------
     ndarray, shape (NWS, n, n), float64, C-contiguous
-        ``NWS = 7`` slices: ``expm_into``, ``exp_phi1_into`` and
-        ``exp_phi12_into`` each use all seven (see ``NWS``). One workspace can
-        be reused for any sequence of calls, not concurrently.
+        ``NWS = 7`` slices (per-kernel usage documented at ``NWS``). One
+        workspace serves any sequence of calls to ``expm_into``,
+        ``exp_phi1_into`` and ``exp_phi12_into`` (not concurrent ones); its
+        contents on entry do not matter.
     """
     return np.zeros((NWS, n, n))
 
@@ -387,6 +389,10 @@ def _ell(v, norm_a, m2p1, coef):
     val = math.log2(big / norm_a / coef) / (m2p1 - 1)
     if not (val > 0.0):
         return 0
+    if not math.isfinite(val):
+        # |A|^(2m+1) overflowed (huge, strongly nonnormal A): a conservative
+        # fallback that rejects a degree m < 13, or adds one squaring for 13.
+        return 1
     return int(math.ceil(val))
 
 
@@ -529,12 +535,19 @@ def expm_into(A, out, ws):
         eta5 = min(eta3, eta4)
         if eta5 > _THETA13:
             s = int(math.ceil(math.log2(eta5 / _THETA13)))
-        # ell(2^-s A, 13): spin 27 times with the scaled matrix from scratch
-        # (rescaling the earlier spins as scipy does is equivalent).
-        for j in range(n):
-            v[j] = 1.0
+        # ell(2^-s A, 13): rescale the spins done so far, 1^T |A|^spun, to
+        # 1^T |2^-s A|^spun and continue with the scaled matrix up to 27 (as
+        # scipy does); restart from 1^T if the rescaling could underflow.
         sc = 2.0 ** (-s)
-        _spin(A, sc, 0, 27, v, w)
+        if spun * s < 900:
+            f = sc ** spun
+            for j in range(n):
+                v[j] *= f
+        else:
+            for j in range(n):
+                v[j] = 1.0
+            spun = 0
+        _spin(A, sc, spun, 27, v, w)
         s += _ell(v, norm_a * sc, 27, _ELL_COEF[4])
 
     if m == 3 or m == 5 or m == 7 or m == 9:
@@ -810,7 +823,7 @@ def exp_phi1_into(A, h, E, F, ws):
     E, F : ndarray, shape (n, n)
         Outputs; must not share memory with each other, ``A`` or ``ws``.
     ws : ndarray, shape (NWS, n, n)
-        Workspace from :func:`workspace`; all 7 slices are used.
+        Workspace from :func:`workspace`.
 
     Notes
     -----
@@ -873,7 +886,7 @@ def exp_phi12_into(A, h, E, F1, F2, ws):
     E, F1, F2 : ndarray, shape (n, n)
         Outputs; must not share memory with each other, ``A`` or ``ws``.
     ws : ndarray, shape (NWS, n, n)
-        Workspace from :func:`workspace`; all 7 slices are used.
+        Workspace from :func:`workspace`.
 
     Notes
     -----
