@@ -7,12 +7,16 @@ state + each method, and the ratios to the state solve, all in the same run.
     python benchmarks/bench_sensitivities.py [--repeats 30] [--methods pbsr exp exp2 pbsr2]
 """
 import argparse
+import os
 import statistics
 import time
 
-import numpy as np
+# Small matrices: OpenBLAS threads only add synchronisation cost on a shared 2-core machine.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import pbsens
+import numpy as np  # noqa: E402
+
+import pbsens  # noqa: E402
 
 CASES = [("PKA", 600.0), ("CaMKII", 600.0), ("Chua", 10.0)]
 
