@@ -5,6 +5,8 @@ The public names are re-exported here; see ``docs`` and the README.
 __version__ = "0.1.0"
 
 from .errors import ModelError, PbsensError, SolverError, UnsupportedModelError  # noqa: E402
+from .inference import (GaussianLikelihood, LogPosterior, MCMCResult, NormalPrior,  # noqa: E402
+                        fisher_information, output_sensitivities, smmala)
 from .model.library import load_model, random_linear_model  # noqa: E402
 from .model.model import Model  # noqa: E402
 from .model.sbml import to_sbml  # noqa: E402
@@ -15,4 +17,6 @@ from .solve import Trajectory, solve_states  # noqa: E402
 
 __all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "UnsupportedModelError",
            "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states",
-           "sensitivities", "SensitivityResult", "to_sbml"]
+           "sensitivities", "SensitivityResult", "to_sbml",
+           "fisher_information", "output_sensitivities", "GaussianLikelihood", "NormalPrior",
+           "LogPosterior", "smmala", "MCMCResult"]

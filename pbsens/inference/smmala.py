@@ -1,0 +1,372 @@
+"""Simplified manifold MALA (Girolami and Calderhead 2011), METHOD.md section 8.
+
+The metric ``G(theta)`` (Fisher information (1.3) plus prior precision) makes the
+Langevin proposal position dependent::
+
+    theta* ~ N(mu(theta), eps^2 G(theta)^-1),   mu(theta) = theta + (eps^2 / 2) G(theta)^-1 grad log pi(theta)
+
+and the Metropolis-Hastings ratio uses the reverse proposal density, with the metric
+at ``theta*``::
+
+    log alpha = log pi(theta*) - log pi(theta) + log q(theta | theta*) - log q(theta* | theta)
+
+Each iteration costs one evaluation of the posterior at ``theta*`` (one state +
+sensitivity solve returning ``logp``, gradient and metric together).
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.linalg import cho_solve, solve_triangular
+
+from ..errors import PbsensError, SolverError
+
+__all__ = ["smmala", "MCMCResult"]
+
+
+@dataclass
+class MCMCResult:
+    """Output of :func:`smmala`.
+
+    Attributes
+    ----------
+    chain : ndarray (n_samples, d)
+        Samples after burn-in.
+    logp : ndarray (n_samples,)
+        Log-posterior of each sample.
+    accept_rate : float
+        Fraction of accepted proposals after burn-in.
+    step_size : float
+        The step size ``eps`` used after burn-in (adapted during burn-in).
+    wall_time : float
+        Seconds for the whole run (burn-in included).
+    burn_in : int
+    accept_rate_burn_in : float
+    n_failed : int
+        Proposals rejected because the solve failed (SolverError or non-finite values).
+    n_non_pd : int
+        Proposals rejected because the metric stayed non positive definite after jitter.
+    n_jitter : int
+        Evaluations whose metric needed diagonal jitter to be factorised.
+    n_evaluations : int
+        Posterior evaluations (1 + burn_in + n_samples).
+    burn_in_chain, burn_in_logp : ndarray
+        The burn-in iterations (for trace plots).
+    step_size_trace : ndarray (burn_in,)
+        ``eps`` at each burn-in iteration.
+    param_names : list of str
+    seed : int or None
+    """
+
+    chain: np.ndarray
+    logp: np.ndarray
+    accept_rate: float
+    step_size: float
+    wall_time: float
+    burn_in: int = 0
+    accept_rate_burn_in: float = float("nan")
+    n_failed: int = 0
+    n_non_pd: int = 0
+    n_jitter: int = 0
+    n_evaluations: int = 0
+    burn_in_chain: np.ndarray = None
+    burn_in_logp: np.ndarray = None
+    step_size_trace: np.ndarray = None
+    param_names: list = field(default_factory=list)
+    seed: object = None
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.chain.shape[0])
+
+    def mean(self) -> np.ndarray:
+        """Sample mean of the chain, (d,)."""
+        return self.chain.mean(axis=0)
+
+    def cov(self) -> np.ndarray:
+        """Sample covariance of the chain, (d, d)."""
+        return np.atleast_2d(np.cov(self.chain, rowvar=False))
+
+    def ess(self) -> np.ndarray:
+        """Effective sample size per parameter (``arviz.ess``, bulk), shape (d,).
+
+        Raises
+        ------
+        PbsensError
+            ArviZ is not installed (``pip install pbsens[mcmc]``).
+        """
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import arviz
+        except ImportError:
+            raise PbsensError("MCMCResult.ess() needs ArviZ: pip install pbsens[mcmc] "
+                              "(or pip install arviz)") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.array([float(arviz.ess(np.ascontiguousarray(self.chain[:, j])))
+                             for j in range(self.chain.shape[1])])
+
+    def ess_per_second(self) -> np.ndarray:
+        """:meth:`ess` divided by :attr:`wall_time`, (d,)."""
+        return self.ess() / self.wall_time
+
+    def __repr__(self):
+        return (f"<MCMCResult: {self.n_samples} samples x {self.chain.shape[1]} parameters, "
+                f"acceptance {self.accept_rate:.2f}, step {self.step_size:.3g}, {self.wall_time:.1f} s>")
+
+
+# ----------------------------------------------------------------------------- helpers
+def _chol(G, max_tries=8):
+    """Cholesky factor of a symmetric matrix, with growing diagonal jitter if needed.
+
+    The jitter ``tau = s 10^(k - 10)``, ``k = 0 .. max_tries - 1`` (``s`` the mean
+    absolute diagonal), fixes round-off-level indefiniteness only (up to ``1e-3 s``);
+    a genuinely indefinite metric is rejected. Returns ``(L, jittered)`` or
+    ``(None, True)`` when ``G`` is not finite or stays non positive definite. A
+    deterministic function of ``G``, so the proposal stays a valid MH proposal.
+    """
+    G = 0.5 * (G + G.T)
+    if not np.all(np.isfinite(G)):
+        return None, True
+    try:
+        return np.linalg.cholesky(G), False
+    except np.linalg.LinAlgError:
+        pass
+    scale = float(np.mean(np.abs(np.diag(G))))
+    if not scale > 0:
+        scale = 1.0
+    d = G.shape[0]
+    for k in range(max_tries):
+        tau = scale * 10.0 ** (k - 10)
+        try:
+            return np.linalg.cholesky(G + tau * np.eye(d)), True
+        except np.linalg.LinAlgError:
+            continue
+    return None, True
+
+
+class _State:
+    """A point with everything the proposal needs: ``theta, logp, L, v = G^-1 grad``."""
+
+    __slots__ = ("theta", "logp", "L", "v", "half_logdet")
+
+    def __init__(self, theta, logp, L, grad):
+        self.theta = theta
+        self.logp = logp
+        self.L = L
+        self.v = cho_solve((L, True), grad)
+        self.half_logdet = float(np.sum(np.log(np.diag(L))))  # log det(G)^(1/2)
+
+
+def _log_q(to, frm, eps):
+    """``log q(to | frm)`` for ``N(mu(frm), eps^2 G(frm)^-1)`` (up to the shared constant)."""
+    mu = frm.theta + 0.5 * eps * eps * frm.v
+    u = frm.L.T @ (to - mu) / eps
+    return frm.half_logdet - to.size * math.log(eps) - 0.5 * float(u @ u)
+
+
+def _evaluate(posterior, theta, strict=False):
+    """``(logp, grad, G)`` or ``None`` when the solve failed or returned non-finite values.
+
+    With ``strict`` a :class:`SolverError` propagates (for a useful message at ``theta0``).
+    """
+    try:
+        lp, g, G = posterior.evaluate(theta)
+    except SolverError:
+        if strict:
+            raise
+        return None
+    lp = float(lp)
+    g = np.asarray(g, dtype=np.float64).reshape(-1)
+    G = np.asarray(G, dtype=np.float64)
+    if not (math.isfinite(lp) and np.all(np.isfinite(g)) and np.all(np.isfinite(G))):
+        return None
+    return lp, g, G
+
+
+def _check_int(v, name, minimum):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
+        raise PbsensError(f"{name!r} must be an integer >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def _progress_enabled(progress):
+    if progress is None:
+        try:
+            return bool(sys.stderr.isatty())
+        except (AttributeError, ValueError):
+            return False
+    return bool(progress)
+
+
+# ----------------------------------------------------------------------------- sampler
+def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, adapt=True,
+           target_accept=0.6, progress=None) -> MCMCResult:
+    """Simplified manifold MALA (Girolami and Calderhead 2011; METHOD.md section 8).
+
+    Proposal ``theta* ~ N(theta + (eps^2/2) G^-1 grad, eps^2 G^-1)`` with the metric
+    ``G`` (Fisher information (1.3) + prior precision) and gradient at the current
+    point; Metropolis-Hastings acceptance with the reverse proposal density, whose
+    metric and gradient are those at ``theta*``. ``G^-1`` is applied through a
+    Cholesky factor; a metric that is not positive definite gets growing diagonal
+    jitter, and is rejected if that does not help. A proposal whose solve fails
+    (:class:`~pbsens.SolverError`, or NaN/inf) is rejected (``log pi = -inf``).
+
+    Parameters
+    ----------
+    posterior : LogPosterior
+        Anything with ``evaluate(theta) -> (logp, grad, metric)``.
+    theta0 : array_like (d,)
+        Starting point; the posterior must be finite there.
+    n_samples : int
+        Samples kept after burn-in.
+    step_size : float, optional
+        Initial ``eps``; default ``1.65 d^(-1/6)`` (optimal MALA scaling for a
+        Gaussian target with exact metric).
+    burn_in : int, optional
+        Iterations discarded before the kept samples; default ``n_samples // 2``.
+        The step size is adapted during burn-in only.
+    seed : int, numpy Generator or None
+        Random number generator seed.
+    adapt : bool
+        Robbins-Monro adaptation of ``log eps`` toward ``target_accept`` during
+        burn-in (gain ``(i + 10)^-0.6``); afterwards ``eps`` is fixed at the geometric
+        mean of its values over the second half of burn-in.
+    target_accept : float
+        Target acceptance probability, in (0, 1); default 0.6 (MALA's optimum is 0.574).
+    progress : bool, optional
+        Show a tqdm progress bar; default: only when stderr is a terminal.
+
+    Returns
+    -------
+    MCMCResult
+
+    Raises
+    ------
+    PbsensError
+        Invalid arguments, or a posterior that fails / has a singular metric at ``theta0``.
+    """
+    if not hasattr(posterior, "evaluate"):
+        raise PbsensError(f"'posterior' must have evaluate(theta) -> (logp, grad, metric), "
+                          f"got {type(posterior).__name__}")
+    try:
+        theta = np.array(theta0, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise PbsensError(f"'theta0' must be an array of numbers, got {theta0!r}") from None
+    d = theta.size
+    dim = getattr(posterior, "dim", None)
+    if d == 0 or (dim is not None and d != dim):
+        raise PbsensError(f"'theta0' has length {d}, expected {dim} (the posterior's dimension)")
+    if not np.all(np.isfinite(theta)):
+        raise PbsensError(f"'theta0' contains NaN or inf: {theta.tolist()}")
+    n_samples = _check_int(n_samples, "n_samples", 1)
+    burn_in = n_samples // 2 if burn_in is None else _check_int(burn_in, "burn_in", 0)
+    if step_size is None:
+        step_size = 1.65 * d ** (-1.0 / 6.0)
+    if isinstance(step_size, bool) or not isinstance(step_size, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(step_size) or step_size <= 0:
+        raise PbsensError(f"'step_size' must be a positive number, got {step_size!r}")
+    if isinstance(target_accept, bool) or not isinstance(target_accept, (int, float, np.floating)) \
+            or not 0 < target_accept < 1:
+        raise PbsensError(f"'target_accept' must be in (0, 1), got {target_accept!r}")
+    if isinstance(seed, np.random.Generator):
+        rng = seed
+    else:
+        try:
+            rng = np.random.default_rng(seed)
+        except (TypeError, ValueError):
+            raise PbsensError(f"'seed' must be an integer, a numpy Generator or None, got {seed!r}") from None
+
+    t_start = time.perf_counter()
+    try:
+        ev = _evaluate(posterior, theta, strict=True)
+    except SolverError as exc:
+        raise PbsensError(f"'theta0': the posterior cannot be evaluated at {theta.tolist()}: {exc}") from None
+    if ev is None:
+        raise PbsensError(f"'theta0': the posterior is NaN/inf at {theta.tolist()}")
+    lp, g, G = ev
+    if G.shape != (d, d) or g.shape != (d,):
+        raise PbsensError(f"'posterior'.evaluate returned grad {g.shape} and metric {G.shape}, "
+                          f"expected ({d},) and ({d}, {d})")
+    L, jit = _chol(G)
+    if L is None:
+        raise PbsensError("'theta0': the metric is not positive definite there, even with jitter "
+                          "(add a prior, or start elsewhere)")
+    n_jitter = int(jit)
+    cur = _State(theta, lp, L, g)
+
+    n_total = burn_in + n_samples
+    chain = np.empty((n_total, d))
+    logps = np.empty(n_total)
+    accepted = np.zeros(n_total, dtype=bool)
+    eps_trace = np.empty(burn_in)
+    log_eps = math.log(step_size)
+    n_failed = n_non_pd = 0
+    eps_final = step_size
+
+    bar = None
+    if _progress_enabled(progress):
+        from tqdm.auto import tqdm
+        bar = tqdm(total=n_total, desc="SMMALA", unit="it", leave=False)
+    try:
+        for i in range(n_total):
+            in_burn = i < burn_in
+            if in_burn:
+                eps = math.exp(log_eps)
+                eps_trace[i] = eps
+            else:
+                if i == burn_in and burn_in > 0 and adapt:
+                    eps_final = float(np.exp(np.mean(np.log(eps_trace[burn_in // 2:]))))
+                eps = eps_final
+            z = rng.standard_normal(d)
+            log_u = math.log(rng.uniform())
+            # theta* = mu + eps L^-T z, so that cov = eps^2 (L L^T)^-1 = eps^2 G^-1
+            prop = cur.theta + 0.5 * eps * eps * cur.v + eps * solve_triangular(cur.L, z, lower=True, trans="T")
+            alpha = 0.0
+            ev = _evaluate(posterior, prop)
+            if ev is None:
+                n_failed += 1
+            else:
+                L_new, jit = _chol(ev[2])
+                n_jitter += int(jit)
+                if L_new is None:
+                    n_non_pd += 1
+                else:
+                    new = _State(prop, ev[0], L_new, ev[1])
+                    log_alpha = new.logp - cur.logp + _log_q(cur.theta, new, eps) - _log_q(prop, cur, eps)
+                    if math.isnan(log_alpha):
+                        log_alpha = -math.inf
+                    alpha = math.exp(min(0.0, log_alpha))
+                    if log_u < log_alpha:
+                        cur = new
+                        accepted[i] = True
+            if in_burn and adapt:
+                log_eps += (alpha - target_accept) / (i + 10.0) ** 0.6
+                log_eps = min(max(log_eps, math.log(1e-8)), math.log(1e3))
+            chain[i] = cur.theta
+            logps[i] = cur.logp
+            if bar is not None:
+                bar.update(1)
+                if (i + 1) % 50 == 0:
+                    sl = slice(burn_in, i + 1) if not in_burn else slice(0, i + 1)
+                    bar.set_postfix(acc=f"{accepted[sl].mean():.2f}", eps=f"{eps:.3g}")
+    finally:
+        if bar is not None:
+            bar.close()
+    if burn_in == 0 or not adapt:
+        eps_final = step_size
+    wall = time.perf_counter() - t_start
+    return MCMCResult(
+        chain=chain[burn_in:].copy(), logp=logps[burn_in:].copy(),
+        accept_rate=float(accepted[burn_in:].mean()), step_size=float(eps_final), wall_time=wall,
+        burn_in=burn_in, accept_rate_burn_in=float(accepted[:burn_in].mean()) if burn_in else float("nan"),
+        n_failed=n_failed, n_non_pd=n_non_pd, n_jitter=n_jitter, n_evaluations=n_total + 1,
+        burn_in_chain=chain[:burn_in].copy(), burn_in_logp=logps[:burn_in].copy(), step_size_trace=eps_trace,
+        param_names=list(getattr(posterior, "param_names", []) or []),
+        seed=seed if not isinstance(seed, np.random.Generator) else None)
