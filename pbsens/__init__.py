@@ -5,8 +5,10 @@ The public names are re-exported here; see ``docs`` and the README.
 __version__ = "0.1.0"
 
 from .errors import ModelError, PbsensError, SolverError, UnsupportedModelError  # noqa: E402
+from .forward import forward_sensitivities  # noqa: E402
 from .inference import (GaussianLikelihood, LogPosterior, MCMCResult, NormalPrior,  # noqa: E402
                         fisher_information, output_sensitivities, smmala)
+from .metrics import kappa_bar, relative_error  # noqa: E402
 from .model.library import load_model, random_linear_model  # noqa: E402
 from .model.model import Model  # noqa: E402
 from .model.sbml import to_sbml  # noqa: E402
@@ -18,5 +20,5 @@ from .solve import Trajectory, solve_states  # noqa: E402
 __all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "UnsupportedModelError",
            "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states",
            "sensitivities", "SensitivityResult", "to_sbml",
-           "fisher_information", "output_sensitivities", "GaussianLikelihood", "NormalPrior",
+           "forward_sensitivities", "relative_error", "kappa_bar", "fisher_information", "output_sensitivities", "GaussianLikelihood", "NormalPrior",
            "LogPosterior", "smmala", "MCMCResult"]
