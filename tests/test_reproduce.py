@@ -1,0 +1,108 @@
+"""pbsens.reproduce and the experiment scripts (experiments/): registry, errors, one tiny run, the report."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from pbsens import PbsensError, reproduce
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _numbers(obj):
+    """Every number in a JSON tree."""
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _numbers(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _numbers(v)
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        yield obj
+
+
+def test_registry_lists_the_papers_experiments_in_order():
+    assert list(reproduce.EXPERIMENTS) == ["fig2_pka_error", "fig3_camkii_error", "fig4_pka_kappa",
+                                           "fig5_camkii_kappa", "fig6_random_linear", "fig7_8_chua",
+                                           "table2_runtime"]
+    for name, entry in reproduce.EXPERIMENTS.items():
+        module, description = entry                       # a (module path, description) pair
+        assert (REPO / module).is_file(), module
+        assert str(entry) == description and description
+    assert reproduce.experiments_dir() == REPO / "experiments"
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(PbsensError, match="unknown experiment"):
+        reproduce.run(["fig99"])
+    with pytest.raises(PbsensError, match="empty"):
+        reproduce.run([])
+    with pytest.raises(PbsensError, match="overrides"):
+        reproduce.run(["fig7_8_chua"], overrides={"table2_runtime": {"repeats": 1}})
+
+
+def test_missing_experiments_folder_raises(monkeypatch, tmp_path):
+    fake = tmp_path / "site-packages" / "pbsens" / "reproduce.py"
+    monkeypatch.setattr(reproduce, "__file__", str(fake))
+    with pytest.raises(PbsensError, match="experiments folder"):
+        reproduce.run(["fig7_8_chua"], quick=True, out_dir=tmp_path)
+
+
+@pytest.mark.slow
+def test_tiny_chua_run_writes_json_png_and_report(tmp_path):
+    out = reproduce.run(["fig7_8_chua"], quick=True, out_dir=tmp_path, progress=False,
+                        overrides={"fig7_8_chua": {"n_samples": 3, "repeats": 2}})
+    assert Path(out["out_dir"]) == tmp_path
+    res = out["results"]["fig7_8_chua"]
+    assert res["quick"] is True and res["overrides"] == {"n_samples": 3, "repeats": 2}
+
+    data = json.loads((tmp_path / "fig7_8_chua.json").read_text())
+    for key in ("name", "error", "kappa", "headline", "paper", "files", "wall_time_s", "environment"):
+        assert key in data, key
+    assert data["kappa"]["n_samples"] == 3
+    assert set(data["error"]["E"]) >= {"pbsr", "exp", "pbsr2", "exp2", "reference_floor"}
+    assert set(data["kappa"]["kappa_bar"]) == {"pbsr", "exp", "fs", "pbsr2", "exp2"}
+    for key, value in data["headline"].items():
+        assert isinstance(value, float) and math.isfinite(value) and value > 0, key
+    nums = list(_numbers(data))
+    assert nums and all(math.isfinite(x) for x in nums)
+    # PBSR beats Exp on Chua by a wide margin whatever the sample size
+    assert data["error"]["E"]["pbsr"]["median"] < data["error"]["E"]["exp"]["median"]
+
+    for f in data["files"]:
+        path = tmp_path / f
+        assert path.is_file() and path.stat().st_size > 0, f
+        if f.endswith(".png"):
+            assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            assert path.stat().st_size < 200_000
+    assert {"fig7_chua_error.png", "fig8_chua_kappa.png", "fig7_chua_error.csv"} <= set(data["files"])
+
+    # the report (a non-default folder: written next to the results) mentions every experiment
+    report = Path(out["report"])
+    assert report == tmp_path / "REPORT.md"
+    text = report.read_text()
+    for title in ("Figure 2", "Figure 3", "Figure 4", "Figure 5", "Figure 6", "Figures 7 and 8", "Table 2",
+                  "issue 5"):
+        assert title in text, title
+    assert "](fig7_chua_error.png)" in text and "](fig8_chua_kappa.png)" in text
+    assert "Quick mode" in text
+    assert "Not run" in text            # the other experiments did not run in this folder
+
+
+def test_report_of_an_empty_folder_says_not_run(tmp_path):
+    import importlib
+    import sys
+    folder = reproduce.experiments_dir()
+    sys.path.insert(0, str(folder))
+    try:
+        make_report = importlib.import_module("make_report")
+    finally:
+        sys.path.remove(str(folder))
+    path = make_report.write_report(tmp_path)
+    text = path.read_text()
+    assert path == tmp_path / "REPORT.md"
+    for name in reproduce.EXPERIMENTS:
+        if name != "fig7_8_chua":
+            assert f"`{name}.json`" in text, name
+    assert text.count("Not run") >= len(reproduce.EXPERIMENTS)
