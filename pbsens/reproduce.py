@@ -17,6 +17,7 @@ never overwrites the committed full results.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import time
 from collections import OrderedDict
@@ -58,19 +59,26 @@ EXPERIMENTS = OrderedDict([
 
 
 def experiments_dir() -> Path:
-    """The repository's ``experiments/`` folder (sibling of the package folder).
+    """The repository's ``experiments/`` folder.
+
+    Looked for in ``$PBSENS_EXPERIMENTS_DIR``, then next to the package folder (a
+    source checkout or editable install), then in the current directory (an
+    installed pbsens run from the repository root, as the README does).
 
     Raises
     ------
     PbsensError
-        When it is missing (e.g. pbsens installed from a wheel, without the repository).
+        When none of them holds the experiment scripts.
     """
-    here = Path(__file__).resolve().parent.parent / "experiments"
-    if not (here.is_dir() and (here / "_common.py").is_file()):
-        raise PbsensError(f"the experiments folder {str(here)!r} is missing: the paper's experiments live in the "
-                          "pbsens repository (clone it and run from there); an installed wheel does not "
-                          "contain them")
-    return here
+    candidates = [Path(__file__).resolve().parent.parent / "experiments", Path.cwd() / "experiments"]
+    if os.environ.get("PBSENS_EXPERIMENTS_DIR"):
+        candidates.insert(0, Path(os.environ["PBSENS_EXPERIMENTS_DIR"]))
+    for here in candidates:
+        if here.is_dir() and (here / "_common.py").is_file():
+            return here
+    raise PbsensError("the experiments folder is missing (looked in "
+                      + ", ".join(repr(str(c)) for c in candidates) + "): the paper's experiments live in "
+                      "the pbsens repository; run from its root or set PBSENS_EXPERIMENTS_DIR")
 
 
 def _import(stem, folder):

@@ -299,7 +299,6 @@ def test_reproduce_unknown_or_missing(procs):
 
 # ------------------------------------------------------------------ compare
 def test_compare_table_and_figure(procs, work, chua):
-    pytest.importorskip("pbsens.metrics")
     from pbsens.metrics import relative_error
     res = ok(procs["compare"])
     doc = json.loads((work / "cmp.json").read_text())
