@@ -43,10 +43,17 @@ def test_bad_arguments_raise():
 
 
 def test_missing_experiments_folder_raises(monkeypatch, tmp_path):
+    """An installed pbsens run outside the repository cannot find the experiments."""
+    repo = reproduce.experiments_dir().parent
     fake = tmp_path / "site-packages" / "pbsens" / "reproduce.py"
     monkeypatch.setattr(reproduce, "__file__", str(fake))
+    monkeypatch.delenv("PBSENS_EXPERIMENTS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(PbsensError, match="experiments folder"):
         reproduce.run(["fig7_8_chua"], quick=True, out_dir=tmp_path)
+    # run from the repository root (the README's commands), it finds them again
+    monkeypatch.chdir(repo)
+    assert reproduce.experiments_dir() == repo / "experiments"
 
 
 @pytest.mark.slow
