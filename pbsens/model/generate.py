@@ -54,7 +54,7 @@ def _unpack(sm: SymbolicModel, spec: ModelSpec, with_x=True, indent="    "):
 
 
 def _vector_targets(name, vec):
-    return [(f"{name}[{i}]", e) for i, e in enumerate(vec) if True]
+    return [(f"{name}[{i}]", e) for i, e in enumerate(vec)]
 
 
 def _matrix_targets(name, M):
