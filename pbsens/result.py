@@ -40,6 +40,11 @@ class SensitivityResult:
         norm, interpolation. ``kappa_bar`` perturbs around ``p`` with these.
     timings : dict
         Seconds spent in the state solve (``"states"``) and the sensitivities (``"sensitivities"``).
+    reused : ndarray of bool (G-1,) or None
+        Per grid interval: True where an exponential step reused the previous
+        interval's matrix exponential (see ``reuse_tol`` of
+        :func:`~pbsens.sensitivities`), or PBS sub-steps reused their step matrices
+        because the Jacobians were equal on consecutive sub-steps.
     """
 
     t: np.ndarray
@@ -57,6 +62,7 @@ class SensitivityResult:
     param_names: list = field(default_factory=list)
     options: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    reused: np.ndarray | None = None
 
     def branch_counts(self) -> dict:
         """Number of grid intervals per branch, e.g. ``{"pbs": 120, "exp-stiff": 30}``."""

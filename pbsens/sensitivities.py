@@ -57,7 +57,7 @@ def _positive(v, name, integer=False):
 
 def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
-                  eq_tol=1e-4, norm="1", interpolation="linear") -> SensitivityResult:
+                  eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
     Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
@@ -105,6 +105,15 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         States at refinement points: linear between grid states (the paper), cubic
         Hermite using ``f`` at both ends, or the solver's dense output (needs a
         Trajectory from :func:`solve_states`).
+    reuse_tol : float
+        An exponential step reuses the previous interval's ``exp(hA)`` and phi
+        functions when ``h`` and the matrix (``A_k``; ``(A_k + A_k+1)/2`` for the
+        second-order step) differ from theirs by at most ``reuse_tol`` relative
+        (1-norm). The default, 1e-13, only catches changes at rounding level, as
+        at an equilibrium where the state moves in its last digits; ``A_k`` is
+        known only to the state solver's ``rtol`` anyway. 0: reuse on equality
+        only. (PBS sub-steps reuse their step matrices only when the Jacobians are
+        exactly equal, which leaves the result unchanged.)
 
     Returns
     -------
@@ -126,6 +135,10 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     n_factor = _positive(n_factor, "n_factor")
     n_max = _positive(n_max, "n_max", integer=True)
     eq_tol = _positive(eq_tol, "eq_tol")
+    if isinstance(reuse_tol, bool) or not isinstance(reuse_tol, (int, float, np.integer, np.floating)) \
+            or not 0 <= reuse_tol < 1:
+        raise PbsensError(f"'reuse_tol' must be a number in [0, 1), got {reuse_tol!r}")
+    reuse_tol = float(reuse_tol)
     timings = {}
 
     # ---- the state trajectory
@@ -208,6 +221,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     K = t.size
     branch = np.empty(K - 1, dtype=np.int8)
     n_int = np.empty(K - 1, dtype=np.int64)
+    reused = np.zeros(K - 1, dtype=np.int8)
     S_out = np.empty((t_out.size, nx, np_))
     X_sub = np.empty((0, nx))
     sub_offset = np.zeros(K - 1, dtype=np.int64)
@@ -224,13 +238,14 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             X_sub = np.ascontiguousarray(sol(t_sub).T)
         planned = 1
     status = bound_march(t, x, p, model.constants, S, out_index, code, n_factor, n_max, eq_tol, norm_kind,
-                         interp, X_sub, sub_offset, planned, S_out, branch, n_int)
+                         interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused)
     timings["sensitivities"] = time.perf_counter() - t0
     if status >= 0:
         raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
                           f"[{t[status]:.6g}, {t[status + 1]:.6g}] (method {method!r}); the Jacobians may be "
                           "non-finite there, or the PBS step unstable (try method='pbsr' or a finer grid)")
-    options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation)
+    options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
+                   reuse_tol=reuse_tol)
     options.update(solver_info or {"solver": solver if "states" in timings else None,
                                    "rtol": rtol if "states" in timings else None,
                                    "atol": atol if "states" in timings else None})
@@ -238,4 +253,4 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         t=np.array(t_out), x=x[out_index >= 0], S=S_out, method=method, p=p.copy(),
         x0=x[0].copy(), S0=S0_used, grid=t, branch=np.array(BRANCH_NAMES, dtype=object)[branch].astype(str),
         n_int=n_int, model_name=model.name, state_names=list(model.state_names),
-        param_names=list(model.param_names), options=options, timings=timings)
+        param_names=list(model.param_names), options=options, timings=timings, reused=reused.astype(bool))

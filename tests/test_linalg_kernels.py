@@ -553,6 +553,54 @@ def test_exp2_step(nx, npar, hn):
     assert rel(S, expected) < 1e-12
 
 
+@pytest.mark.parametrize("nx,npar", [(1, 1), (3, 2), (11, 19), (21, 30)])
+@pytest.mark.parametrize("hn", [0.0, 1e-6, 1.0, 50.0])
+def test_stacked_steps_match_reference(nx, npar, hn):
+    """The march's one-product forms of the exponential steps agree with the NumPy reference."""
+    rng = np.random.default_rng(nx * 1000 + npar + 3)
+    Ak, Ak1, Bk, Bk1, h, S = _step_data(rng, nx, npar, hn)
+    if hn == 0.0:
+        h = 0.0
+    SB = np.ascontiguousarray(np.vstack([S, Bk]))
+    out = np.full((nx, npar), np.nan)
+    E, F = phi1(Ak, h)
+    EF = np.full((nx, 2 * nx), np.nan)
+    St.stack_exp_into(E, F, EF)
+    St.exp_step_stacked_into(EF, SB, out)
+    expected = S.copy() if h == 0.0 else R.ref_exp_step(Ak, Bk, h, S)
+    assert rel(out, expected) < 1e-12
+    Abar = np.ascontiguousarray(0.5 * (Ak + Ak1))
+    E, F1, F2 = phi12(Abar, h)
+    G2 = np.full((nx, nx), np.nan)
+    St.stack_exp2_into(E, F1, F2, h, EF, G2)
+    out[:] = np.nan
+    St.exp2_step_stacked_into(EF, SB, G2, Bk1, out, np.full((nx, npar), np.nan))
+    expected = S.copy() if h == 0.0 else R.ref_exp2_step(Ak, Ak1, Bk, Bk1, h, S)
+    assert rel(out, expected) < 1e-12
+
+
+def test_pbs_apply_reuses_step_matrices():
+    """pbs_step_into leaves Pf and Pb B_k+1 behind; pbs_apply_into with them repeats the step exactly."""
+    rng = np.random.default_rng(14)
+    A = rng.standard_normal((5, 5))
+    B = rng.standard_normal((5, 3))
+    S0 = rng.standard_normal((5, 3))
+    S1 = S0.copy()
+    S2 = S0.copy()
+    W = [np.empty((5, 5)) for _ in range(3)]
+    T = [np.empty((5, 3)) for _ in range(2)]
+    for _ in range(3):
+        St.pbs_step_into(A, A, B, B, 0.01, S1, *W, *T)
+    St.pbs_step_into(A, A, B, B, 0.01, S2, *W, *T)
+    for _ in range(2):
+        St.pbs_apply_into(W[2], T[0], B, 0.01, S2, T[1])
+    assert np.array_equal(S1, S2)
+    expected = S0
+    for _ in range(3):
+        expected = R.ref_pbs_step(A, A, B, B, 0.01, expected)
+    assert rel(S2, expected) < 1e-12
+
+
 def test_exp2_step_exact_for_linear_B():
     """For constant A and B linear in t, exp2 is exact (checked by fine PBS)."""
     rng = np.random.default_rng(12)

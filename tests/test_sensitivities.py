@@ -103,6 +103,42 @@ def test_singular_jacobian_conversion_model(tmp_path):
     assert errs["pbsr"] < errs["exp"] / 10
 
 
+# ------------------------------------------------------------ reuse between intervals and sub-steps
+@pytest.mark.parametrize("method", ["exp", "exp2", "pbs"])
+def test_reuse_on_constant_jacobians(tmp_path, method):
+    """LTI system on a grid with equal steps: exponentials (and PBS step matrices) are
+    computed once and reused; the result equals the NumPy reference, which recomputes
+    everything, and for the exponential methods the analytic sensitivity."""
+    m, M = _lti_model(tmp_path, False)
+    t = np.arange(33) * 0.125                       # exactly equal steps in binary
+    sol = solve_ivp(lambda tt, x: m.rhs(tt, x, m.p), (0, t[-1]), m.x0, t_eval=t, rtol=1e-12, atol=1e-14)
+    x = sol.y.T
+    r = sensitivities(m, (t, x), method=method)
+    S_ref, br, _ = reference_march(m.jac_x, m.jac_p, t, x, m.p, np.zeros((3, 2)), method)
+    assert rel(r.S[-1], S_ref[-1]) < 1e-13
+    if method in ("exp", "exp2"):
+        assert not r.reused[0] and r.reused[1:].all()
+        assert rel(r.S[-1], _lti_exact(M, m.jac_p(0.0, m.x0, m.p), t[-1:])[0]) < 1e-10
+    else:
+        assert list(set(br)) == ["pbs"] and np.all(r.n_int > 2)
+        assert r.reused.all()                       # all sub-steps after the first of each interval
+    # reuse only on equality: the same result bit for bit
+    assert np.array_equal(sensitivities(m, (t, x), method=method, reuse_tol=0).S, r.S)
+
+
+def test_reuse_tolerance_at_equilibrium_changes_nothing_visible(camkii):
+    """CaMKII settles: at its equilibrium the Jacobians change only in the last digits, and
+    the exponential of the previous interval is reused. The result differs from recomputing
+    every exponential (reuse_tol=0) only at rounding level."""
+    tr = pbsens.solve_states(camkii, (0, 600), t_eval=np.linspace(0, 600, 201))
+    for method in ("exp", "pbsr2"):
+        r = sensitivities(camkii, tr, method=method)
+        r0 = sensitivities(camkii, tr, method=method, reuse_tol=0)
+        assert r.reused.sum() > 50 and r0.reused.sum() < r.reused.sum()
+        assert np.abs(r.S - r0.S).max() < 1e-12 * np.abs(r0.S).max()
+        assert r.options["reuse_tol"] == 1e-13
+
+
 def _ltv(tmp_path):
     """x' = -k (1 + t) x, x(0) = 1: x = exp(-k (t + t^2/2)), dx/dk = -(t + t^2/2) x."""
     return make_model(tmp_path, "ltv", {"x": 1.0}, {"k": 0.5}, {"x": "-k*(1 + t)*x"})
@@ -229,6 +265,9 @@ def test_t_eval_merged_from_dense_output(chua):
     (dict(n_factor=0), "n_factor"),
     (dict(n_max=2.5), "n_max"),
     (dict(eq_tol=-1), "eq_tol"),
+    (dict(reuse_tol=-1e-3), "reuse_tol"),
+    (dict(reuse_tol=1.0), "reuse_tol"),
+    (dict(reuse_tol="small"), "reuse_tol"),
     (dict(p=[1.0, 2.0, 3.0]), "'p'"),
 ])
 def test_bad_arguments_are_named(chua, kwargs, name):

@@ -34,7 +34,7 @@ from . import linalg, steps
 from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRANCH_STIFF,  # noqa: F401
                     INTERP_CODES, INTERP_DENSE, INTERP_HERMITE, METHOD_CODES, METHOD_EXP, METHOD_EXP2,
                     METHOD_PBS, METHOD_PBSR2)
-from .signatures import f8, i8vec, ivec, jacs_fn, mat, tens, vec, vector_fn
+from .signatures import f8, i8vec, ivec, jacs_fn, jacs_fn_sig, mat, tens, vec, vector_fn, vector_fn_sig
 
 __all__ = ["METHOD_CODES", "INTERP_CODES", "BRANCH_PBS", "BRANCH_EQUILIBRIUM", "BRANCH_STIFF",
            "BRANCH_EXP", "BRANCH_EXP2", "march", "plan", "bind"]
@@ -67,6 +67,36 @@ def _norm_diff(X, Y, kind):
                 s += abs(X[i, j] - Y[i, j])
             best = max(best, s)
     return best
+
+
+@njit(types.boolean(mat, mat), cache=True)
+def _same(X, Y):
+    """Whether ``X`` and ``Y`` are equal entry by entry (stops at the first difference)."""
+    n, m = X.shape
+    for i in range(n):
+        for j in range(m):
+            if X[i, j] != Y[i, j]:
+                return False
+    return True
+
+
+@njit(types.boolean(mat, f8, mat, f8, f8, f8), cache=True)
+def _reusable(X, h, Xc, hc, norm_c, tol):
+    """Whether ``(X, h)`` is within ``tol`` (relative) of the cached ``(Xc, hc)``.
+
+    Sufficient test for ``||X - Xc||_1 <= tol ||Xc||_1`` (``norm_c``) and
+    ``|h - hc| <= tol |hc|``: every entry differs by at most ``tol ||Xc||_1 / n``
+    (stops at the first entry that does not). ``tol = 0`` asks for equality.
+    """
+    if not abs(h - hc) <= tol * abs(hc):     # written so that NaN is "not reusable"
+        return False
+    n, m = X.shape
+    thr = tol * norm_c / n
+    for i in range(n):
+        for j in range(m):
+            if not abs(X[i, j] - Xc[i, j]) <= thr:
+                return False
+    return True
 
 
 @njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8), cache=True)
@@ -110,9 +140,9 @@ def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         tens, i8vec, ivec), cache=True)
+         f8, tens, i8vec, ivec, i8vec), cache=True)
 def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
-          interp, X_sub, sub_offset, planned, S_out, branch, n_int):
+          interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused):
     """March ``S`` over the grid ``t`` with states ``X`` (Algorithms 1-3).
 
     Parameters
@@ -133,7 +163,16 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
         ``k`` are ``X_sub[sub_offset[k] + i - 1]``, ``i = 1..n_int[k]-1``.
     planned : int
         1: ``branch``/``n_int`` are inputs (from :func:`plan`); 0: outputs.
+    reuse_tol : float
+        Exponential branches reuse the previous interval's matrix exponential and
+        phi functions when the matrix they exponentiate (``A_k``, or
+        ``(A_k + A_k+1)/2``) and ``h`` are within ``reuse_tol`` (relative, 1-norm)
+        of those it was computed for; 0 reuses only on equality.
     S_out : (n_out, nx, np); branch, n_int : (K-1,) per interval.
+    reused : (K-1,) int8
+        Output: 1 where an exponential branch reused the previous exponential, or
+        where PBS sub-steps reused their step matrices (equal Jacobians on
+        consecutive sub-steps, bitwise the same result); else 0.
 
     Returns
     -------
@@ -145,7 +184,9 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     np_ = p.shape[0]
     # ---- work arrays, allocated once
     Ag = np.empty((2, nx, nx))       # Jacobians at grid points k (slot g) and k+1 (slot 1-g)
-    Bg = np.empty((2, nx, np_))
+    # [S_k; B_k] stacked in slot g, so that an exponential step is one product into
+    # the S rows of slot 1-g (whose B rows hold B_k+1). B_k is SB[g][nx:].
+    SB = np.empty((2, 2 * nx, np_))
     As = np.empty((2, nx, nx))       # Jacobians at refinement points
     Bs = np.empty((2, nx, np_))
     W = np.empty((3, nx, nx))
@@ -153,19 +194,28 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     E = np.empty((nx, nx))
     F = np.empty((nx, nx))
     F2 = np.empty((nx, nx))
+    EF = np.empty((nx, 2 * nx))      # [E | F], or [E | F1 - F2/h] for the exp2 step
+    G2 = np.empty((nx, nx))          # F2/h
     Abar = np.empty((nx, nx))
+    Ac = np.empty((nx, nx))          # the matrix the cached E, F (F2) belong to ...
+    hc = 0.0                         # ... with this step
+    norm_c = 0.0
+    have_exp = False
     ws = linalg.workspace(nx)
     xs = np.empty(nx)
     fk = np.empty(nx)
     fk1 = np.empty(nx)
 
-    jacs(t[0], X[0], p, c, Ag[0], Bg[0])
+    SB[0][:nx] = S
+    jacs(t[0], X[0], p, c, Ag[0], SB[0][nx:])
     if out_index[0] >= 0:
         S_out[out_index[0]] = S
     for k in range(K - 1):
         g = k % 2
-        A0, B0 = Ag[g], Bg[g]
-        A1, B1 = Ag[1 - g], Bg[1 - g]
+        A0, B0 = Ag[g], SB[g][nx:]
+        A1, B1 = Ag[1 - g], SB[1 - g][nx:]
+        Sk = SB[g][:nx]              # S_k; S_k+1 goes to Sk1
+        Sk1 = SB[1 - g][:nx]
         jacs(t[k + 1], X[k + 1], p, c, A1, B1)
         h = t[k + 1] - t[k]
         if planned == 1:
@@ -175,12 +225,16 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
             b, n = _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind)
             branch[k] = b
             n_int[k] = n
+        reused[k] = 0
         if b == BRANCH_PBS:
             hs = h / n
             if interp == INTERP_HERMITE and n > 1:
                 rhs(t[k], X[k], p, c, fk)
                 rhs(t[k + 1], X[k + 1], p, c, fk1)
             Ap, Bp = A0, B0
+            # W[2] = Pf and T[0] = Pb B of the last sub-step; valid for the next one
+            # if both have equal Jacobians at their two ends (then all four agree)
+            const_prev = False
             for i in range(1, n):
                 s = i / n
                 if interp == INTERP_DENSE:
@@ -199,38 +253,90 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
                         xs[j] = X[k, j] + s * (X[k + 1, j] - X[k, j])
                 An, Bn = As[i % 2], Bs[i % 2]
                 jacs(t[k] + i * hs, xs, p, c, An, Bn)
-                steps.pbs_step_into(Ap, An, Bp, Bn, hs, S, W[0], W[1], W[2], T[0], T[1])
+                const = _same(Ap, An) and _same(Bp, Bn)
+                if const and const_prev:
+                    steps.pbs_apply_into(W[2], T[0], Bp, hs, Sk, T[1])
+                    reused[k] = 1
+                else:
+                    steps.pbs_step_into(Ap, An, Bp, Bn, hs, Sk, W[0], W[1], W[2], T[0], T[1])
+                const_prev = const
                 Ap, Bp = An, Bn
-            steps.pbs_step_into(Ap, A1, Bp, B1, hs, S, W[0], W[1], W[2], T[0], T[1])
+            if const_prev and _same(Ap, A1) and _same(Bp, B1):
+                steps.pbs_apply_into(W[2], T[0], Bp, hs, Sk, T[1])
+                reused[k] = 1
+            else:
+                steps.pbs_step_into(Ap, A1, Bp, B1, hs, Sk, W[0], W[1], W[2], T[0], T[1])
+            Sk1[:, :] = Sk
         elif method == METHOD_EXP2 or method == METHOD_PBSR2:
             for i in range(nx):
                 for j in range(nx):
                     Abar[i, j] = 0.5 * (A0[i, j] + A1[i, j])
-            linalg.exp_phi12_into(Abar, h, E, F, F2, ws)
-            steps.exp2_step_into(E, F, F2, h, B0, B1, S, T[0], T[1])
+            if have_exp and _reusable(Abar, h, Ac, hc, norm_c, reuse_tol):
+                reused[k] = 1
+            else:
+                linalg.exp_phi12_into(Abar, h, E, F, F2, ws)
+                steps.stack_exp2_into(E, F, F2, h, EF, G2)
+                Ac[:, :] = Abar
+                hc = h
+                norm_c = linalg.matrix_norm(Abar, linalg.NORM_1)
+                have_exp = True
+            steps.exp2_step_stacked_into(EF, SB[g], G2, B1, Sk1, T[0])
         else:
-            linalg.exp_phi1_into(A0, h, E, F, ws)
-            steps.exp_step_into(E, F, B0, S, T[0])
+            if have_exp and _reusable(A0, h, Ac, hc, norm_c, reuse_tol):
+                reused[k] = 1
+            else:
+                linalg.exp_phi1_into(A0, h, E, F, ws)
+                steps.stack_exp_into(E, F, EF)
+                Ac[:, :] = A0
+                hc = h
+                norm_c = linalg.matrix_norm(A0, linalg.NORM_1)
+                have_exp = True
+            steps.exp_step_stacked_into(EF, SB[g], Sk1)
         if out_index[k + 1] >= 0:
             for i in range(nx):
                 for j in range(np_):
-                    if not math.isfinite(S[i, j]):
+                    if not math.isfinite(Sk1[i, j]):
+                        S[:, :] = Sk1
                         return k
-            S_out[out_index[k + 1]] = S
+            S_out[out_index[k + 1]] = Sk1
+    S[:, :] = SB[(K - 1) % 2][:nx]
     return -1
+
+
+class _Compiled(types.WrapperAddressProtocol):
+    """A compiled model function passed to the kernels by address.
+
+    numba's wrapper-address protocol: the address of the function's C wrapper
+    is looked up once here, instead of at every kernel call (passing the
+    dispatcher itself makes numba resolve its compiled version on each call,
+    0.3-0.4 ms per call for ``march``). Keeps the dispatcher, and so the
+    compiled code, alive.
+    """
+
+    def __init__(self, dispatcher, sig):
+        from numba.experimental.function_type import _get_wrapper_address
+        self._dispatcher = dispatcher
+        self._sig = sig
+        self._addr = _get_wrapper_address(dispatcher, sig)
+
+    def __wrapper_address__(self):
+        return self._addr
+
+    def signature(self):
+        return self._sig
 
 
 def bind(fns):
     """Per-model entry points: the cached kernels with the model's functions filled in.
 
     Measured trade-off: calling the cached kernel from Python with function
-    arguments costs 0.2-0.4 ms per call (numba unboxes the dispatchers), while a
-    per-model ``@njit`` closure that binds them costs ~2 us per call but 5+ s to
-    compile in every process (numba links and re-optimises the whole kernel
-    library into it). A post-hoc solve takes tens of milliseconds, so the direct
-    call wins below ~15,000 calls per process; it is what we use.
+    arguments costs a few microseconds of unboxing when they are passed by address
+    (:class:`_Compiled`; 0.3-0.4 ms as dispatchers), while a per-model ``@njit``
+    closure that binds them would cost 5+ s to compile in every process (numba
+    links and re-optimises the whole kernel library into it).
     """
-    jacs_into, rhs_into = fns.jacs_into, fns.rhs_into
+    jacs_into = _Compiled(fns.jacs_into, jacs_fn_sig)
+    rhs_into = _Compiled(fns.rhs_into, vector_fn_sig)
 
     def bound_march(*args):
         return march(jacs_into, rhs_into, *args)

@@ -13,6 +13,37 @@ from .linalg import matmul_into
 from .signatures import f8, mat
 
 
+@njit(types.void(mat, mat, mat, f8, mat, mat), cache=True)
+def pbs_apply_into(Pf, PbB, Bk, h, S, T2):
+    """The last part of the PBS step (4.6): ``S <- Pf (S + (h/2)(B_k + PbB))``, in place.
+
+    ``Pf`` and ``PbB = Pb B_k+1`` are what :func:`pbs_step_into` leaves in ``W3``
+    and ``T1``. They depend only on ``A_k``, ``A_k+1``, ``B_k+1`` and ``h``, so on
+    consecutive sub-steps with the same Jacobians (a linear time-invariant
+    system, or a state that no longer moves) the march calls only this: one
+    matrix product instead of three, with bitwise the same result.
+
+    Parameters
+    ----------
+    Pf : ndarray, shape (nx, nx)
+    PbB, Bk : ndarray, shape (nx, np)
+    h : float
+    S : ndarray, shape (nx, np)
+        ``S_k`` on entry, ``S_k+1`` on exit.
+    T2 : ndarray, shape (nx, np)
+        Work array.
+    """
+    nx = S.shape[0]
+    npar = S.shape[1]
+    hh = 0.5 * h
+    # T2 = S + (h/2)(B_k + Pb B_k+1)
+    for i in range(nx):
+        for j in range(npar):
+            T2[i, j] = S[i, j] + hh * (Bk[i, j] + PbB[i, j])
+    # S = Pf T2                                                (product 3)
+    matmul_into(Pf, T2, S)
+
+
 @njit(types.void(mat, mat, mat, mat, f8, mat, mat, mat, mat, mat, mat), cache=True)
 def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
     """One Peano-Baker series step (4.6) on ``[t_k, t_k + h]``, in place.
@@ -41,9 +72,9 @@ def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
     S : ndarray, shape (nx, np)
         ``S_k`` on entry, ``S_k+1`` on exit.
     W1, W2, W3 : ndarray, shape (nx, nx)
-        Work arrays (``I1``, ``I2``, ``Pb`` then ``Pf``).
+        Work arrays (``I1``, ``I2``, ``Pb`` then ``Pf``); ``Pf`` is left in ``W3``.
     T1, T2 : ndarray, shape (nx, np)
-        Work arrays (``Pb B_k+1`` and the bracket).
+        Work arrays (``Pb B_k+1``, left in ``T1``, and the bracket).
     """
     nx = S.shape[0]
     npar = S.shape[1]
@@ -64,17 +95,12 @@ def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
         W3[i, i] += 1.0
     # T1 = Pb B_k+1                                            (product 2)
     matmul_into(W3, Bk1, T1)
-    # T2 = S + (h/2)(B_k + Pb B_k+1)
-    for i in range(nx):
-        for j in range(npar):
-            T2[i, j] = S[i, j] + hh * (Bk[i, j] + T1[i, j])
     # Pf = I + I1 + I2
     for i in range(nx):
         for j in range(nx):
             W3[i, j] = W1[i, j] + W2[i, j]
         W3[i, i] += 1.0
-    # S = Pf T2                                                (product 3)
-    matmul_into(W3, T2, S)
+    pbs_apply_into(W3, T1, Bk, h, S, T2)
 
 
 @njit(types.void(mat, mat, mat, mat, mat), cache=True)
@@ -146,3 +172,83 @@ def exp2_step_into(E, F1, F2, h, Bk, Bk1, S, T1, T2):
     for i in range(nx):
         for j in range(npar):
             S[i, j] += T1[i, j] + T2[i, j]
+
+
+# --------------------------------------------------------------------------
+# Stacked forms used by the march: one BLAS call where the plain forms make two
+# --------------------------------------------------------------------------
+
+@njit(types.void(mat, mat, mat), cache=True)
+def stack_exp_into(E, F, EF):
+    """``EF = [E | F]`` (n x 2n): the left factor of :func:`exp_step_stacked_into`."""
+    n = E.shape[0]
+    for i in range(n):
+        for j in range(n):
+            EF[i, j] = E[i, j]
+            EF[i, n + j] = F[i, j]
+
+
+@njit(types.void(mat, mat, mat), cache=True)
+def exp_step_stacked_into(EF, SB, S_next):
+    """Exponential step (3.10) as one product: ``S_next = [E | F] [S_k; B_k]``.
+
+    The same step as :func:`exp_step_into`, but with ``S_k`` and ``B_k`` stacked
+    in one ``2nx x np`` array (the march keeps them that way) and ``E``, ``F``
+    side by side: one ``nx x 2nx x np`` product instead of two ``nx x nx x np``
+    products and a sum (measured 3.5 against 5.7 us for CaMKII's 21 x 59).
+
+    Parameters
+    ----------
+    EF : ndarray, shape (nx, 2 nx)
+        From :func:`stack_exp_into`.
+    SB : ndarray, shape (2 nx, np)
+        ``[S_k; B_k]``.
+    S_next : ndarray, shape (nx, np)
+        Output ``S_k+1``; must not share memory with ``EF`` or ``SB``.
+    """
+    matmul_into(EF, SB, S_next)
+
+
+@njit(types.void(mat, mat, mat, f8, mat, mat), cache=True)
+def stack_exp2_into(E, F1, F2, h, EG, G2):
+    """``EG = [E | F1 - F2/h]`` and ``G2 = F2/h`` for :func:`exp2_step_stacked_into`.
+
+    For ``h = 0`` (then ``F1 = F2 = 0``) the ``F2/h`` terms are set to 0, as in
+    :func:`exp2_step_into`.
+    """
+    n = E.shape[0]
+    inv_h = 1.0 / h if h != 0.0 else 0.0
+    for i in range(n):
+        for j in range(n):
+            g = F2[i, j] * inv_h
+            G2[i, j] = g
+            EG[i, j] = E[i, j]
+            EG[i, n + j] = F1[i, j] - g
+
+
+@njit(types.void(mat, mat, mat, mat, mat, mat), cache=True)
+def exp2_step_stacked_into(EG, SB, G2, Bk1, S_next, T):
+    """Second-order exponential step in two products:
+    ``S_next = [E | F1 - F2/h] [S_k; B_k] + (F2/h) B_k+1``.
+
+    The same step as :func:`exp2_step_into` (``E S + F1 B_k + (F2/h)(B_k+1 - B_k)``)
+    regrouped so that ``S_k`` and ``B_k`` share one product.
+
+    Parameters
+    ----------
+    EG, G2 : from :func:`stack_exp2_into`.
+    SB : ndarray, shape (2 nx, np)
+        ``[S_k; B_k]``.
+    Bk1 : ndarray, shape (nx, np)
+    S_next : ndarray, shape (nx, np)
+        Output ``S_k+1``; must not share memory with the inputs or ``T``.
+    T : ndarray, shape (nx, np)
+        Work array.
+    """
+    matmul_into(EG, SB, S_next)
+    matmul_into(G2, Bk1, T)
+    nx = S_next.shape[0]
+    npar = S_next.shape[1]
+    for i in range(nx):
+        for j in range(npar):
+            S_next[i, j] += T[i, j]
