@@ -2,11 +2,14 @@
 
 For PKA and CaMKII on [0, 600] and Chua on [0, 10], rtol 1e-5, atol 1e-6, 201
 output times: median over repeats (after warm-up) of the state solve alone,
-state + each method, and the ratios to the state solve, all in the same run.
+state + each method, and the ratios to the state solve, all in the same run and
+timed round-robin (one call of each per repeat), with garbage collection off
+during each call.
 
-    python benchmarks/bench_sensitivities.py [--repeats 30] [--methods pbsr exp exp2 pbsr2]
+    python benchmarks/bench_sensitivities.py [--repeats 40] [--methods pbsr exp exp2 pbsr2]
 """
 import argparse
+import gc
 import os
 import statistics
 import time
@@ -21,19 +24,29 @@ import pbsens  # noqa: E402
 CASES = [("PKA", 600.0), ("CaMKII", 600.0), ("Chua", 10.0)]
 
 
-def median_time(fn, repeats):
-    fn()  # warm-up (compilation)
-    times = []
+def interleaved_medians(fns, repeats):
+    """Median seconds of each callable, timed round-robin so that drift in machine load
+    (this machine is shared) affects all of them alike; garbage collection is off
+    during each call, as in ``timeit``."""
+    for fn in fns.values():
+        fn()  # warm-up (compilation, caches)
+    times = {name: [] for name in fns}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+            finally:
+                gc.enable()
+    return {name: statistics.median(v) for name, v in times.items()}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=40)
     ap.add_argument("--methods", nargs="+", default=["pbsr", "exp", "exp2", "pbsr2"])
     args = ap.parse_args()
     print(f"median over {args.repeats} runs; times in ms; ratio = (state + method) / state")
@@ -47,18 +60,20 @@ def main():
             return pbsens.solve_states(m, (0, t_end), t_eval=te, rtol=1e-5, atol=1e-6, dense_output=False)
 
         tr = state()
-        t_state = median_time(state, args.repeats)
-        cells = []
+        fns = {"state": state}
         for method in args.methods:
-            t_m = median_time(lambda: pbsens.sensitivities(m, state(), method=method), args.repeats)
-            cells.append(f"{t_m * 1e3:8.2f} ({t_m / t_state:4.2f}x)")
+            fns[method] = lambda method=method: pbsens.sensitivities(m, state(), method=method)
         # cost of the sensitivity pass alone per grid interval with the exponential step
-        t_exp_only = median_time(lambda: pbsens.sensitivities(m, tr, method="exp"), args.repeats)
+        fns["exp only"] = lambda: pbsens.sensitivities(m, tr, method="exp")
+        med = interleaved_medians(fns, args.repeats)
+        t_state = med["state"]
+        cells = [f"{med[m_] * 1e3:8.2f} ({med[m_] / t_state:4.2f}x)" for m_ in args.methods]
         print(f"{name:<8} {len(tr.t):>5} {t_state * 1e3:8.2f} " + " ".join(f"{c:>16}" for c in cells)
-              + f"   {t_exp_only / (len(tr.t) - 1) * 1e6:6.1f} us")
+              + f"   {med['exp only'] / (len(tr.t) - 1) * 1e6:6.1f} us")
         r = pbsens.sensitivities(m, tr, method="pbsr")
         print(f"{'':<8} pbsr branches: {r.branch_counts()}, mean n_int on pbs intervals "
-              f"{r.n_int[r.branch == 'pbs'].mean() if np.any(r.branch == 'pbs') else 0:.1f}")
+              f"{r.n_int[r.branch == 'pbs'].mean() if np.any(r.branch == 'pbs') else 0:.1f}, "
+              f"exp reused on {int(pbsens.sensitivities(m, tr, method='exp').reused.sum())} intervals")
 
 
 if __name__ == "__main__":

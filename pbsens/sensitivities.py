@@ -19,6 +19,7 @@ __all__ = ["sensitivities", "METHODS"]
 
 #: Post-hoc methods accepted by :func:`sensitivities`.
 METHODS = tuple(codes.METHOD_CODES)
+_BRANCH_ARRAY = np.array(BRANCH_NAMES)   # fixed-width strings, indexed by the kernels' branch codes
 
 
 def _bound(model):
@@ -251,6 +252,6 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                                    "atol": atol if "states" in timings else None})
     return SensitivityResult(
         t=np.array(t_out), x=x[out_index >= 0], S=S_out, method=method, p=p.copy(),
-        x0=x[0].copy(), S0=S0_used, grid=t, branch=np.array(BRANCH_NAMES, dtype=object)[branch].astype(str),
+        x0=x[0].copy(), S0=S0_used, grid=t, branch=_BRANCH_ARRAY[branch],
         n_int=n_int, model_name=model.name, state_names=list(model.state_names),
         param_names=list(model.param_names), options=options, timings=timings, reused=reused.astype(bool))

@@ -209,28 +209,28 @@ def _fill(X, v):
 
 @njit(types.void(mat, mat), cache=True)
 def _copy(src, dst):
-    # Flat views of C-contiguous arrays (no copy): one loop, about twice as fast
-    # as the nested one for the small matrices here.
-    s = src.ravel()
-    d = dst.ravel()
-    for i in range(s.size):
-        d[i] = s[i]
+    # Nested loops: ravel() would cost a helper call (~0.1 us) per use.
+    n, m = src.shape
+    for i in range(n):
+        for j in range(m):
+            dst[i, j] = src[i, j]
 
 
 @njit(types.void(mat, f8), cache=True)
 def _scale(X, a):
-    x = X.ravel()
-    for i in range(x.size):
-        x[i] *= a
+    n, m = X.shape
+    for i in range(n):
+        for j in range(m):
+            X[i, j] *= a
 
 
 @njit(types.void(mat, mat), cache=True)
 def _add_into(X, Y):
     # X += Y
-    x = X.ravel()
-    y = Y.ravel()
-    for i in range(x.size):
-        x[i] += y[i]
+    n, m = X.shape
+    for i in range(n):
+        for j in range(m):
+            X[i, j] += Y[i, j]
 
 
 @njit(f8(mat), cache=True)
@@ -695,29 +695,58 @@ def _phi_select(norm_z, per_doubling, lo):
     return best_i, _PHI_M[best_i], best_s
 
 
-@njit(types.void(mat, tens, i8, rvec, i8, i8, i8), cache=True)
-def _chunk_into(dst, P, q, c, i0, nterms, accumulate):
-    """``dst (+)= sum_{j<nterms} c[i0+j] Z^j`` with ``Z^0 = I``, ``Z^j = P[j-1]``."""
-    n = dst.shape[0]
-    d = dst.ravel()
-    # One contiguous sweep per power over the flat arrays (vectorises; an inner
-    # loop over the powers was 5x slower).
-    if not accumulate:
-        for i in range(d.size):
-            d[i] = 0.0
-    for t in range(1, nterms):
-        ct = c[i0 + t]
-        pt = P[t - 1].ravel()
-        for i in range(d.size):
-            d[i] += ct * pt[i]
+@njit(types.void(vec, mat, rvec, i8, i8, i8, i8), cache=True)
+def _chunk_into(d, P, c, i0, nterms, accumulate, n):
+    """``D (+)= sum_{j<nterms} c[i0+j] Z^j`` with ``Z^0 = I``, ``Z^j = P[j-1]``.
+
+    ``d`` is ``D`` flattened (length n*n) and ``P`` the powers flattened to rows
+    (``P[j-1]`` is ``Z^j``), so each case is one contiguous, vectorisable sweep
+    with all the terms of the chunk (``nterms <= 4``: the callers use q <= 4).
+    Rows of ``P`` beyond ``nterms - 1`` are not read (they may hold anything).
+    """
+    nn = d.shape[0]
+    c1 = c[i0 + 1] if nterms > 1 else 0.0
+    c2 = c[i0 + 2] if nterms > 2 else 0.0
+    c3 = c[i0 + 3] if nterms > 3 else 0.0
+    if nterms == 1:
+        if not accumulate:
+            for i in range(nn):
+                d[i] = 0.0
+    elif nterms == 2:
+        p1 = P[0]
+        if accumulate:
+            for i in range(nn):
+                d[i] += c1 * p1[i]
+        else:
+            for i in range(nn):
+                d[i] = c1 * p1[i]
+    elif nterms == 3:
+        p1 = P[0]
+        p2 = P[1]
+        if accumulate:
+            for i in range(nn):
+                d[i] += c1 * p1[i] + c2 * p2[i]
+        else:
+            for i in range(nn):
+                d[i] = c1 * p1[i] + c2 * p2[i]
+    else:
+        p1 = P[0]
+        p2 = P[1]
+        p3 = P[2]
+        if accumulate:
+            for i in range(nn):
+                d[i] += c1 * p1[i] + c2 * p2[i] + c3 * p3[i]
+        else:
+            for i in range(nn):
+                d[i] = c1 * p1[i] + c2 * p2[i] + c3 * p3[i]
     c0 = c[i0]
     for i in range(n):
-        dst[i, i] += c0
+        d[i * (n + 1)] += c0
 
 
 @njit(types.void(tens, i8, rvec, i8, mat, mat, mat), cache=True)
 def _paterson_stockmeyer_into(P, q, c, m, out, acc, tmp):
-    """``out = sum_{k=0}^m c[k] Z^k`` given ``P[j-1] = Z^j`` for j = 1..q.
+    """``out = sum_{k=0}^m c[k] Z^k`` given ``P[j-1] = Z^j`` for j = 1..q (q <= 4).
 
     Write the polynomial as ``sum_i (Z^q)^i C_i(Z)`` with chunks ``C_i`` of
     degree < q and evaluate it by Horner's rule in ``Z^q``: ``r = m // q``
@@ -726,8 +755,14 @@ def _paterson_stockmeyer_into(P, q, c, m, out, acc, tmp):
     ``r - 1`` if ``q | m`` else ``r`` (plus ``q - 1`` to form the powers).
     """
     n = out.shape[0]
+    nn = n * n
+    # flat views, taken once (each reshape is a helper call)
+    Pf = P.reshape(P.shape[0], nn)
+    outf = out.reshape(nn)
+    accf = acc.reshape(nn)
     r = m // q
     zq = P[q - 1]
+    zqf = Pf[q - 1]
     if m % q == 0 and r >= 1:
         top = r - 1
         top_terms = q
@@ -737,23 +772,21 @@ def _paterson_stockmeyer_into(P, q, c, m, out, acc, tmp):
         top_terms = m - r * q + 1
         extra = 0.0
     if top == 0:
-        _chunk_into(out, P, q, c, 0, top_terms, 0)
+        _chunk_into(outf, Pf, c, 0, top_terms, 0, n)
         if extra != 0.0:
-            for i in range(n):
-                for j in range(n):
-                    out[i, j] += extra * zq[i, j]
+            for i in range(nn):
+                outf[i] += extra * zqf[i]
         return
-    _chunk_into(acc, P, q, c, top * q, top_terms, 0)
+    _chunk_into(accf, Pf, c, top * q, top_terms, 0, n)
     if extra != 0.0:
-        for i in range(n):
-            for j in range(n):
-                acc[i, j] += extra * zq[i, j]
+        for i in range(nn):
+            accf[i] += extra * zqf[i]
     for lev in range(top - 1, 0, -1):
         matmul_into(zq, acc, tmp)
         _copy(tmp, acc)
-        _chunk_into(acc, P, q, c, lev * q, q, 1)
+        _chunk_into(accf, Pf, c, lev * q, q, 1, n)
     matmul_into(zq, acc, out)
-    _chunk_into(out, P, q, c, 0, q, 1)
+    _chunk_into(outf, Pf, c, 0, q, 1, n)
 
 
 # Index of m = 9 in the table: the first degree with m + 1 >= 6, for which the
