@@ -251,27 +251,30 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
             # the comparisons cost ~0.3 us per sub-step on PKA, where they never match).
             const_prev = False
             check = _same(A0, A1) and _same(B0, B1)
-            for i in range(1, n):
-                s = i / n
-                if interp == INTERP_DENSE:
-                    xs[:] = X_sub[sub_offset[k] + i - 1]
-                elif interp == INTERP_HERMITE:
-                    s2 = s * s
-                    s3 = s2 * s
-                    h00 = 2.0 * s3 - 3.0 * s2 + 1.0
-                    h10 = (s3 - 2.0 * s2 + s) * h
-                    h01 = -2.0 * s3 + 3.0 * s2
-                    h11 = (s3 - s2) * h
-                    for j in range(nx):
-                        xs[j] = h00 * X[k, j] + h10 * fk[j] + h01 * X[k + 1, j] + h11 * fk1[j]
+            for i in range(1, n + 1):
+                if i == n:                   # the last sub-step ends at the grid point
+                    An, Bn = A1, B1
                 else:
-                    for j in range(nx):
-                        xs[j] = X[k, j] + s * (X[k + 1, j] - X[k, j])
-                if i % 2 == 0:
-                    An, Bn = As0, Bs0
-                else:
-                    An, Bn = As1, Bs1
-                jacs(t[k] + i * hs, xs, p, c, An, Bn)
+                    s = i / n
+                    if interp == INTERP_DENSE:
+                        xs[:] = X_sub[sub_offset[k] + i - 1]
+                    elif interp == INTERP_HERMITE:
+                        s2 = s * s
+                        s3 = s2 * s
+                        h00 = 2.0 * s3 - 3.0 * s2 + 1.0
+                        h10 = (s3 - 2.0 * s2 + s) * h
+                        h01 = -2.0 * s3 + 3.0 * s2
+                        h11 = (s3 - s2) * h
+                        for j in range(nx):
+                            xs[j] = h00 * X[k, j] + h10 * fk[j] + h01 * X[k + 1, j] + h11 * fk1[j]
+                    else:
+                        for j in range(nx):
+                            xs[j] = X[k, j] + s * (X[k + 1, j] - X[k, j])
+                    if i % 2 == 0:
+                        An, Bn = As0, Bs0
+                    else:
+                        An, Bn = As1, Bs1
+                    jacs(t[k] + i * hs, xs, p, c, An, Bn)
                 const = check and _same(Ap, An) and _same(Bp, Bn)
                 if const and const_prev:
                     steps.pbs_apply_into(W2, T0, Bp, hs, Sk, T1)
@@ -280,37 +283,35 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
                     steps.pbs_step_into(Ap, An, Bp, Bn, hs, Sk, W0, W1, W2, T0, T1)
                 const_prev = const
                 Ap, Bp = An, Bn
-            if const_prev and check and _same(Ap, A1) and _same(Bp, B1):
-                steps.pbs_apply_into(W2, T0, Bp, hs, Sk, T1)
-                reused[k] = 1
-            else:
-                steps.pbs_step_into(Ap, A1, Bp, B1, hs, Sk, W0, W1, W2, T0, T1)
             Sk1[:, :] = Sk
-        elif method == METHOD_EXP2 or method == METHOD_PBSR2:
-            for i in range(nx):
-                for j in range(nx):
-                    Abar[i, j] = 0.5 * (A0[i, j] + A1[i, j])
-            if have_exp and _reusable(Abar, h, Ac, hc, norm_c, reuse_tol):
-                reused[k] = 1
-            else:
-                linalg.exp_phi12_into(Abar, h, E, F, F2, ws)
-                steps.stack_exp2_into(E, F, F2, h, EF, G2)
-                Ac[:, :] = Abar
-                hc = h
-                norm_c = linalg.matrix_norm(Abar, linalg.NORM_1)
-                have_exp = True
-            steps.exp2_step_stacked_into(EF, SBk, G2, B1, Sk1, T0)
         else:
-            if have_exp and _reusable(A0, h, Ac, hc, norm_c, reuse_tol):
+            # exponential step: (3.10) with A_k, or exp2 with (A_k + A_k+1)/2; the matrix
+            # exponentiated is the key under which E, F (F2) are reused
+            second_order = method == METHOD_EXP2 or method == METHOD_PBSR2
+            if second_order:
+                for i in range(nx):
+                    for j in range(nx):
+                        Abar[i, j] = 0.5 * (A0[i, j] + A1[i, j])
+                key = Abar
+            else:
+                key = A0
+            if have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol):
                 reused[k] = 1
             else:
-                linalg.exp_phi1_into(A0, h, E, F, ws)
-                steps.stack_exp_into(E, F, EF)
-                Ac[:, :] = A0
+                if second_order:
+                    linalg.exp_phi12_into(key, h, E, F, F2, ws)
+                    steps.stack_exp2_into(E, F, F2, h, EF, G2)
+                else:
+                    linalg.exp_phi1_into(key, h, E, F, ws)
+                    steps.stack_exp_into(E, F, EF)
+                Ac[:, :] = key
                 hc = h
-                norm_c = linalg.matrix_norm(A0, linalg.NORM_1)
+                norm_c = linalg.matrix_norm(key, linalg.NORM_1)
                 have_exp = True
-            steps.exp_step_stacked_into(EF, SBk, Sk1)
+            if second_order:
+                steps.exp2_step_stacked_into(EF, SBk, G2, B1, Sk1, T0)
+            else:
+                steps.exp_step_stacked_into(EF, SBk, Sk1)
         if out_index[k + 1] >= 0:
             for i in range(nx):
                 for j in range(np_):
