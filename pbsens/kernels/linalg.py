@@ -916,7 +916,7 @@ def exp_phi12_into(A, h, E, F1, F2, ws):
     """``E = exp(hA)``, ``F1 = h phi1(hA)`` and ``F2 = h^2 phi2(hA)``.
 
     ``F2 = integral_0^h exp((h - s)A) s ds`` weights the linear part of ``B``
-    in the second-order exponential step (see ``exp2_step_into``):
+    in the second-order exponential step (see ``steps.exp2_step_stacked_into``):
     ``S_k+1 = E S_k + F1 B_k + (F2/h)(B_k+1 - B_k)``. ``[F1, F2]`` is the upper
     right block row of ``exp(h [[A, I, 0], [0, 0, I], [0, 0, 0]])``.
 

@@ -2,9 +2,10 @@
 
 Equation numbers refer to Eriksson, Kramer, Milinanni, Nyquist, "Sensitivity
 Approximation by the Peano-Baker Series" (arXiv:2109.00067); see
-``shared/docs/METHOD.md`` sections 3 and 4. Every step updates ``S`` (shape
-``nx x np``) in place, allocates nothing (work arrays are arguments) and
-requires C-contiguous float64 arrays. Work arrays must not share memory with
+``shared/docs/METHOD.md`` sections 3 and 4. The PBS steps update ``S`` (shape
+``nx x np``) in place, the exponential steps write ``S_k+1`` into a separate
+output; none allocates (work arrays are arguments) and all require C-contiguous
+float64 arrays. Work arrays must not share memory with
 each other or with the inputs.
 """
 from numba import njit, types
@@ -103,79 +104,9 @@ def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
     pbs_apply_into(W3, T1, Bk, h, S, T2)
 
 
-@njit(types.void(mat, mat, mat, mat, mat), cache=True)
-def exp_step_into(E, F, Bk, S, T1):
-    """Exponential step (3.10), in place: ``S <- E S + F B_k``.
-
-    Exact solution of ``S' = A_k S + B_k`` (Jacobians frozen at ``t_k``) over
-    one interval: ``E = exp(h A_k)``, ``F = integral_0^h exp(s A_k) ds``, both
-    from ``exp_phi1_into(A_k, h, E, F, ws)``. Unconditionally stable, first
-    order in general, exact at equilibrium. Two matrix products.
-
-    Parameters
-    ----------
-    E, F : ndarray, shape (nx, nx)
-    Bk : ndarray, shape (nx, np)
-    S : ndarray, shape (nx, np)
-        ``S_k`` on entry, ``S_k+1`` on exit.
-    T1 : ndarray, shape (nx, np)
-        Work array.
-    """
-    nx = S.shape[0]
-    npar = S.shape[1]
-    matmul_into(E, S, T1)
-    matmul_into(F, Bk, S)
-    for i in range(nx):
-        for j in range(npar):
-            S[i, j] += T1[i, j]
-
-
-@njit(types.void(mat, mat, mat, f8, mat, mat, mat, mat, mat), cache=True)
-def exp2_step_into(E, F1, F2, h, Bk, Bk1, S, T1, T2):
-    """Second-order exponential (exponential-midpoint) step, in place.
-
-    ``S <- E S + F1 B_k + (F2/h)(B_k+1 - B_k)`` with ``E = exp(h Abar)``,
-    ``F1 = h phi1(h Abar)``, ``F2 = h^2 phi2(h Abar)`` from
-    ``exp_phi12_into(Abar, h, E, F1, F2, ws)`` and ``Abar = (A_k + A_k+1)/2``.
-    This is the exact solution over the interval of ``S' = Abar S + B(t)``
-    with ``B`` interpolated linearly between ``B_k`` and ``B_k+1``
-    (variation of constants: the linear part of ``B`` is weighted by
-    ``integral_0^h exp((h-s)Abar) s ds / h = F2/h = h phi2(h Abar)``), the
-    second-order extension of (3.10). Three matrix products. For ``h = 0`` the
-    ``F2/h`` term (which tends to 0) is skipped.
-
-    Parameters
-    ----------
-    E, F1, F2 : ndarray, shape (nx, nx)
-    h : float
-        Step ``t_k+1 - t_k``, the same ``h`` passed to ``exp_phi12_into``.
-    Bk, Bk1 : ndarray, shape (nx, np)
-    S : ndarray, shape (nx, np)
-        ``S_k`` on entry, ``S_k+1`` on exit.
-    T1, T2 : ndarray, shape (nx, np)
-        Work arrays.
-    """
-    nx = S.shape[0]
-    npar = S.shape[1]
-    matmul_into(E, S, T1)                 # T1 = E S
-    if h != 0.0:
-        inv_h = 1.0 / h
-        for i in range(nx):
-            for j in range(npar):
-                T2[i, j] = (Bk1[i, j] - Bk[i, j]) * inv_h
-        matmul_into(F2, T2, S)            # S = (F2/h)(B_k+1 - B_k)
-    else:
-        for i in range(nx):
-            for j in range(npar):
-                S[i, j] = 0.0
-    matmul_into(F1, Bk, T2)               # T2 = F1 B_k
-    for i in range(nx):
-        for j in range(npar):
-            S[i, j] += T1[i, j] + T2[i, j]
-
-
 # --------------------------------------------------------------------------
-# Stacked forms used by the march: one BLAS call where the plain forms make two
+# Exponential steps, in the stacked form the march uses: S_k and B_k share one
+# 2nx x np array, so a step is one BLAS call instead of two plus a sum
 # --------------------------------------------------------------------------
 
 @njit(types.void(mat, mat, mat), cache=True)
@@ -192,10 +123,14 @@ def stack_exp_into(E, F, EF):
 def exp_step_stacked_into(EF, SB, S_next):
     """Exponential step (3.10) as one product: ``S_next = [E | F] [S_k; B_k]``.
 
-    The same step as :func:`exp_step_into`, but with ``S_k`` and ``B_k`` stacked
-    in one ``2nx x np`` array (the march keeps them that way) and ``E``, ``F``
-    side by side: one ``nx x 2nx x np`` product instead of two ``nx x nx x np``
-    products and a sum (measured 3.5 against 5.7 us for CaMKII's 21 x 59).
+    ``S_k+1 = E S_k + F B_k`` is the exact solution of ``S' = A_k S + B_k``
+    (Jacobians frozen at ``t_k``) over one interval: ``E = exp(h A_k)``,
+    ``F = integral_0^h exp(s A_k) ds``, both from ``exp_phi1_into(A_k, h, E, F, ws)``.
+    Unconditionally stable, first order in general, exact at equilibrium. With
+    ``S_k`` and ``B_k`` stacked in one ``2nx x np`` array (the march keeps them
+    that way) and ``E``, ``F`` side by side it is one ``nx x 2nx x np`` product
+    instead of two ``nx x nx x np`` products and a sum (measured 3.5 against
+    5.7 us for CaMKII's 21 x 59).
 
     Parameters
     ----------
@@ -213,8 +148,8 @@ def exp_step_stacked_into(EF, SB, S_next):
 def stack_exp2_into(E, F1, F2, h, EG, G2):
     """``EG = [E | F1 - F2/h]`` and ``G2 = F2/h`` for :func:`exp2_step_stacked_into`.
 
-    For ``h = 0`` (then ``F1 = F2 = 0``) the ``F2/h`` terms are set to 0, as in
-    :func:`exp2_step_into`.
+    For ``h = 0`` (then ``F1 = F2 = 0``) the ``F2/h`` terms, which tend to 0, are
+    set to 0.
     """
     n = E.shape[0]
     inv_h = 1.0 / h if h != 0.0 else 0.0
@@ -231,8 +166,14 @@ def exp2_step_stacked_into(EG, SB, G2, Bk1, S_next, T):
     """Second-order exponential step in two products:
     ``S_next = [E | F1 - F2/h] [S_k; B_k] + (F2/h) B_k+1``.
 
-    The same step as :func:`exp2_step_into` (``E S + F1 B_k + (F2/h)(B_k+1 - B_k)``)
-    regrouped so that ``S_k`` and ``B_k`` share one product.
+    ``S_k+1 = E S_k + F1 B_k + (F2/h)(B_k+1 - B_k)`` with ``E = exp(h Abar)``,
+    ``F1 = h phi1(h Abar)``, ``F2 = h^2 phi2(h Abar)`` (``exp_phi12_into``) and
+    ``Abar = (A_k + A_k+1)/2`` is the exact solution over the interval of
+    ``S' = Abar S + B(t)`` with ``B`` linear between ``B_k`` and ``B_k+1``
+    (variation of constants: the linear part of ``B`` is weighted by
+    ``integral_0^h exp((h-s)Abar) s ds / h = F2/h``): second order, exact for
+    constant Jacobians. Regrouped here so that ``S_k`` and ``B_k`` share one
+    product.
 
     Parameters
     ----------
