@@ -77,6 +77,18 @@ def _positive_for_log(a):
     return np.ma.masked_where(~(np.isfinite(a) & (a > 0)), a)
 
 
+def _time_series_axes(r, values, name, ax, figsize, dpi, logx):
+    """Shared start of the per-time plots: the validated series of ``values``, the axes
+    (a new figure when ``ax`` is None), the output times and which of them are shown."""
+    _check_result(r)
+    series = _series(values, r, name)
+    if ax is None:
+        ax = _new_figure(figsize, dpi)[1][0, 0]
+    t = np.asarray(r.t)
+    keep = t > 0 if logx else np.ones(t.size, dtype=bool)
+    return series, ax, t, keep
+
+
 def branch_at_times(r):
     """The branch of the grid interval ending at each output time.
 
@@ -267,15 +279,8 @@ def plot_kappa_bar(r, kb, *, ax=None, path=None, figsize=(7.0, 4.0), dpi=100, sh
     -------
     matplotlib.figure.Figure
     """
-    _check_result(r)
-    series = _series(kb, r, "kb")
-    own = ax is None
-    if own:
-        fig, axes = _new_figure(figsize, dpi)
-        ax = axes[0, 0]
+    series, ax, t, keep = _time_series_axes(r, kb, "kb", ax, figsize, dpi, logx)
     fig = ax.figure
-    t = np.asarray(r.t)
-    keep = t > 0 if logx else np.ones(t.size, dtype=bool)
     handles = []
     for label, v in series.items():
         (h,) = ax.plot(t[keep], _positive_for_log(v[keep]), lw=1.2, label=label)
@@ -326,15 +331,8 @@ def plot_relative_error(r, E, *, ax=None, path=None, figsize=(7.0, 4.0), dpi=100
     -------
     matplotlib.figure.Figure
     """
-    _check_result(r)
-    series = _series(E, r, "E")
-    own = ax is None
-    if own:
-        fig, axes = _new_figure(figsize, dpi)
-        ax = axes[0, 0]
+    series, ax, t, keep = _time_series_axes(r, E, "E", ax, figsize, dpi, logx)
     fig = ax.figure
-    t = np.asarray(r.t)
-    keep = t > 0 if logx else np.ones(t.size, dtype=bool)
     first = None
     for label, v in series.items():
         (h,) = ax.plot(t[keep], _positive_for_log(v[keep]), lw=1.0, label=label)
