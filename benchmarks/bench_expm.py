@@ -50,15 +50,15 @@ def _loop_expm(A, out, ws, reps):
 
 
 @njit
-def _loop_phi1(A, h, E, F, ws, reps):
+def _loop_phi1(A, h, EF, ws, reps):
     for _ in range(reps):
-        exp_phi1_into(A, h, E, F, ws)
+        exp_phi1_into(A, h, EF, ws)
 
 
 @njit
-def _loop_phi12(A, h, E, F1, F2, ws, reps):
+def _loop_phi12(A, h, EFF, ws, reps):
     for _ in range(reps):
-        exp_phi12_into(A, h, E, F1, F2, ws)
+        exp_phi12_into(A, h, EFF, ws)
 
 
 def _sample_us(fns, reps, repeats, clock):
@@ -101,9 +101,8 @@ def main():
             A = _test_matrix(rng, n, norm)
             B = rng.standard_normal((n, n))
             out = np.empty((n, n))
-            E = np.empty((n, n))
-            F = np.empty((n, n))
-            F2 = np.empty((n, n))
+            EF = np.empty((n, 2 * n))
+            EFF = np.empty((n, 3 * n))
             ws = workspace(n)
             M = np.zeros((2 * n, 2 * n))
             M[:n, :n] = h * A
@@ -117,8 +116,8 @@ def main():
 
             fns = [lambda r: _loop_matmul(A, B, out, r),
                    lambda r: _loop_expm(A, out, ws, r),
-                   lambda r: _loop_phi1(A, h, E, F, ws, r),
-                   lambda r: _loop_phi12(A, h, E, F, F2, ws, r),
+                   lambda r: _loop_phi1(A, h, EF, ws, r),
+                   lambda r: _loop_phi12(A, h, EFF, ws, r),
                    lambda r: _loop_expm(M, out2, ws2, r),
                    scipy_block]
             base = 400 if n <= 11 else 200

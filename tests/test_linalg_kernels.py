@@ -66,20 +66,16 @@ def random_matrix(rng, kind, n):
 
 def phi1(A, h):
     n = A.shape[0]
-    E = np.empty((n, n))
-    F = np.empty((n, n))
-    L.exp_phi1_into(np.ascontiguousarray(A, dtype=float), float(h), E, F, L.workspace(n))
-    return E, F
+    EF = np.full((n, 2 * n), np.nan)
+    L.exp_phi1_into(np.ascontiguousarray(A, dtype=float), float(h), EF, L.workspace(n))
+    return EF[:, :n], EF[:, n:]
 
 
 def phi12(A, h):
     n = A.shape[0]
-    E = np.empty((n, n))
-    F1 = np.empty((n, n))
-    F2 = np.empty((n, n))
-    L.exp_phi12_into(np.ascontiguousarray(A, dtype=float), float(h), E, F1, F2,
-                     L.workspace(n))
-    return E, F1, F2
+    EFF = np.full((n, 3 * n), np.nan)
+    L.exp_phi12_into(np.ascontiguousarray(A, dtype=float), float(h), EFF, L.workspace(n))
+    return EFF[:, :n], EFF[:, n:2 * n], EFF[:, 2 * n:]
 
 
 def mp_block_exp(A, h, blocks, dps=40):
@@ -174,7 +170,11 @@ def test_workspace():
     with pytest.raises(ValueError):
         L.expm_into(np.eye(5), np.empty((5, 5)), L.workspace(4))
     with pytest.raises(ValueError):
-        L.exp_phi1_into(np.eye(5), 1.0, np.empty((5, 5)), np.empty((5, 5)), L.workspace(6))
+        L.exp_phi1_into(np.eye(5), 1.0, np.empty((5, 10)), L.workspace(6))
+    with pytest.raises(ValueError):
+        L.exp_phi1_into(np.eye(5), 1.0, np.empty((5, 5)), L.workspace(5))
+    with pytest.raises(ValueError):
+        L.exp_phi12_into(np.eye(5), 1.0, np.empty((5, 10)), L.workspace(5))
 
 
 def test_phi_theta_table():
@@ -530,8 +530,7 @@ def test_pbs_step_is_second_order_accurate():
 def _exp_step(E, F, Bk, S):
     """The march's exponential step (3.10): ``[E | F] [S; B_k]`` in one product."""
     nx, npar = S.shape
-    EF = np.full((nx, 2 * nx), np.nan)
-    St.stack_exp_into(E, F, EF)
+    EF = np.ascontiguousarray(np.hstack([E, F]))
     out = np.full((nx, npar), np.nan)
     St.exp_step_stacked_into(EF, np.ascontiguousarray(np.vstack([S, Bk])), out)
     return out
@@ -540,12 +539,10 @@ def _exp_step(E, F, Bk, S):
 def _exp2_step(E, F1, F2, h, Bk, Bk1, S):
     """The march's exponential-midpoint step: ``[E | F1 - F2/h] [S; B_k] + (F2/h) B_k+1``."""
     nx, npar = S.shape
-    EG = np.full((nx, 2 * nx), np.nan)
-    G2 = np.full((nx, nx), np.nan)
-    St.stack_exp2_into(E, F1, F2, h, EG, G2)
+    EFF = np.ascontiguousarray(np.hstack([E, F1, F2]))
+    St.exp2_prepare_inplace(EFF, h)
     out = np.full((nx, npar), np.nan)
-    St.exp2_step_stacked_into(EG, np.ascontiguousarray(np.vstack([S, Bk])), G2, Bk1, out,
-                              np.full((nx, npar), np.nan))
+    St.exp2_step_stacked_into(EFF, np.ascontiguousarray(np.vstack([S, Bk])), Bk1, out)
     return out
 
 
@@ -635,17 +632,16 @@ def test_into_kernels_do_not_allocate():
     from numba.core.runtime import _nrt_python, rtsys
 
     @njit
-    def run_all(A, A1, B, B1, S, E, F, F2, W1, W2, W3, T1, T2, ws, EF, G2, SB, reps):
+    def run_all(A, A1, B, B1, S, E, F, F2, W1, W2, W3, T1, T2, ws, EF, EFF, SB, reps):
         for _ in range(reps):
             L.expm_into(A, E, ws)
-            L.exp_phi1_into(A, 0.5, E, F, ws)
-            L.exp_phi12_into(A, 0.5, E, F, F2, ws)
+            L.exp_phi1_into(A, 0.5, EF, ws)
+            L.exp_phi12_into(A, 0.5, EFF, ws)
             L.matmul_into(A, A1, W1)
             St.pbs_step_into(A, A1, B, B1, 0.01, S, W1, W2, W3, T1, T2)
-            St.stack_exp_into(E, F, EF)
             St.exp_step_stacked_into(EF, SB, S)
-            St.stack_exp2_into(E, F, F2, 0.5, EF, G2)
-            St.exp2_step_stacked_into(EF, SB, G2, B1, S, T1)
+            St.exp2_prepare_inplace(EFF, 0.5)
+            St.exp2_step_stacked_into(EFF, SB, B1, S)
 
     @njit
     def run_expm(A, reps):
@@ -675,7 +671,7 @@ def test_into_kernels_do_not_allocate():
                 counts.append(rtsys.get_allocation_stats().alloc - a0)
             return counts
 
-        c = allocs(run_all, A, A1, B, B1, S, *mats, *vecs, ws, np.empty((nx, 2 * nx)), np.empty((nx, nx)),
+        c = allocs(run_all, A, A1, B, B1, S, *mats, *vecs, ws, np.empty((nx, 2 * nx)), np.empty((nx, 3 * nx)),
                    np.zeros((2 * nx, npar)))
         assert c[0] == c[1], c
         c = allocs(run_expm, A)
@@ -767,3 +763,35 @@ def test_reference_march_branches():
     assert not np.allclose(S2[3], S[3], rtol=1e-6)  # exp2 differs from exp there
     with pytest.raises(ValueError):
         R.reference_march(jx, jp, t, X, None, np.zeros((2, 1)), "rk4")
+
+
+# ---------------------------------------------------------------------------
+# gemm_into: products of row-major views with accumulation
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (2, 3, 4), (6, 6, 6), (7, 11, 13), (21, 21, 42), (21, 42, 59)])
+@pytest.mark.parametrize("beta", [0.0, 1.0, -0.5])
+def test_gemm_into_views(m, k, n, beta):
+    """Blocks of larger arrays (the march's [E | F] layout) against NumPy's product."""
+    from pbsens.kernels.blas import gemm_into
+    rng = np.random.default_rng(m * 100 + k * 10 + n)
+    A = rng.standard_normal((m + 2, 2 * k + 3))[1:m + 1, k:2 * k]
+    B = rng.standard_normal((k, 2 * n))[:, n:]
+    Cbig = rng.standard_normal((m, n + 5))
+    C = Cbig[:, 2:n + 2]
+    expected = A @ B + (beta * C if beta != 0.0 else 0.0)
+    if beta == 0.0:
+        C[...] = np.nan  # beta = 0 ignores the output's contents, NaN included
+    before = Cbig.copy()
+    gemm_into(A, B, C, beta)
+    assert np.allclose(C, expected, rtol=1e-13, atol=1e-13)
+    # columns outside the view are untouched
+    assert np.array_equal(Cbig[:, :2], before[:, :2]) and np.array_equal(Cbig[:, n + 2:], before[:, n + 2:])
+
+
+def test_gemm_into_rejects_bad_input():
+    from pbsens.kernels.blas import gemm_into
+    with pytest.raises(ValueError, match="shapes"):
+        gemm_into(np.ones((3, 4)), np.ones((5, 2)), np.ones((3, 2)), 0.0)
+    with pytest.raises(ValueError, match="contiguous"):
+        gemm_into(np.ones((30, 30))[:, ::2], np.ones((15, 30)), np.ones((30, 30)), 0.0)

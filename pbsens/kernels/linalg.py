@@ -15,9 +15,9 @@ Matrix functions
     ``||A^k||^(1/k)`` instead of ``||A||`` and the extra-scaling term
     ``ell``).
 ``exp_phi1_into``
-    ``E = exp(hA)`` and ``F = integral_0^h exp(sA) ds = h phi1(hA)``.
+    ``[E | F]`` with ``E = exp(hA)``, ``F = integral_0^h exp(sA) ds = h phi1(hA)``.
 ``exp_phi12_into``
-    additionally ``F2 = integral_0^h exp((h - s)A) s ds = h^2 phi2(hA)``.
+    ``[E | F1 | F2]``, additionally ``F2 = integral_0^h exp((h - s)A) s ds = h^2 phi2(hA)``.
 
 The phi functions ``phi1(Z) = sum_k Z^k/(k+1)!``, ``phi2(Z) = sum_k Z^k/(k+2)!``
 are entire, so they need no inverse of ``A`` and are exact (to rounding) for
@@ -26,6 +26,12 @@ of ``Z = hA / 2^s`` and the scaling is undone with exact doubling identities
 (see :func:`exp_phi1_into`). This costs about as much as ``expm`` of an
 ``n x n`` matrix instead of ``expm`` of the ``2n x 2n`` block matrix
 ``[[hA, hI], [0, 0]]`` (one ``2n`` product costs eight ``n`` products).
+The outputs are side by side, as the steps use them, so that a doubling is one
+product ``E [E | F]`` (:func:`pbsens.kernels.blas.gemm_into` on row-major views).
+
+Elementwise loops over column blocks index with unsigned integers: a signed
+index that does not start at 0 keeps numba's negative-index wraparound test in
+the loop and LLVM does not vectorise it (4x slower for 21 x 21 blocks).
 
 References
 ----------
@@ -41,6 +47,7 @@ import math
 import numpy as np
 from numba import njit, types
 
+from .blas import gemm_into
 from .signatures import f8, mat, tens, vec
 
 i8 = types.int64
@@ -57,9 +64,10 @@ NORM_CODES = {"1": NORM_1, "inf": NORM_INF, "fro": NORM_FRO}
 #: Number of ``n x n`` slices in :func:`workspace`. Usage per kernel:
 #: ``expm_into`` all 7 (0: scaled A, 1-3: A^2, A^4, A^6, 4: A^8 or a
 #: temporary, 5-6: temporaries whose first rows also serve as the vectors of
-#: ``ell``); ``exp_phi1_into`` and ``exp_phi12_into`` 6 (0-3: ``Z .. Z^4`` for
-#: Paterson-Stockmeyer, 5-6: temporaries; 4 is unused, kept free for a
-#: Taylor degree 25 with q = 5).
+#: ``ell``); ``exp_phi1_into`` and ``exp_phi12_into`` all 7 (0-3: ``Z .. Z^4``
+#: for Paterson-Stockmeyer, 4: the Taylor sum, 5-6: Horner temporaries; then
+#: 5-6 (phi1) or 4-6 (phi12), contiguous, as the ``n x 2n`` or ``n x 3n``
+#: partner of the output in the doublings).
 NWS = 7
 
 _U = 2.0 ** -53  # unit roundoff of IEEE double precision
@@ -231,6 +239,61 @@ def _add_into(X, Y):
     for i in range(n):
         for j in range(m):
             X[i, j] += Y[i, j]
+
+
+@njit(types.void(mat, mat, i8, i8, f8, i8), cache=True)
+def _add_cols_into(X, Y, c0, c1, a, shift):
+    """Columns ``c0 <= j < c1``: ``X[:, j] += Y[:, j] + a Y[:, j - shift]`` (``a = 0``: no second term).
+
+    The column indices are unsigned: with a signed index that does not start at
+    0, numba keeps its negative-index wraparound test in the loop, which stops
+    LLVM from vectorising it (measured 4x slower for a 21 x 21 block).
+    """
+    n = X.shape[0]
+    w = np.uint64(c1 - c0)
+    u0 = np.uint64(c0)
+    us = np.uint64(shift)
+    if a == 0.0:
+        for i in range(n):
+            for jj in range(w):
+                j = u0 + jj
+                X[i, j] += Y[i, j]
+    else:
+        for i in range(n):
+            for jj in range(w):
+                j = u0 + jj
+                X[i, j] += Y[i, j] + a * Y[i, j - us]
+
+
+@njit(types.void(mat, i8, mat, f8), cache=True)
+def _set_cols_scaled(X, c0, P, a):
+    """``X[:, c0:c0+m] = a P`` for ``P`` of shape (n, m) (unsigned indices, see above)."""
+    n, m = P.shape
+    u0 = np.uint64(c0)
+    for i in range(n):
+        for j in range(np.uint64(m)):
+            X[i, u0 + j] = a * P[i, j]
+
+
+@njit(f8(mat, vec), cache=True)
+def _norm1_rowwise(A, colsum):
+    """``||A||_1`` (NaN propagates) summing rows into ``colsum`` (length ``A.shape[1]``).
+
+    Row by row, so the inner loop is contiguous and vectorises; ``matrix_norm``
+    walks columns with stride n (3x slower for n = 21).
+    """
+    n, m = A.shape
+    for j in range(m):
+        colsum[j] = 0.0
+    for i in range(n):
+        for j in range(m):
+            colsum[j] += abs(A[i, j])
+    best = 0.0
+    for j in range(m):
+        v = colsum[j]
+        if v > best or v != v:
+            best = v
+    return best
 
 
 @njit(f8(mat), cache=True)
@@ -753,13 +816,15 @@ def _paterson_stockmeyer_into(P, q, c, m, out, acc, tmp):
     chunks above ``C_0``. If ``q`` divides ``m`` the top chunk is the scalar
     ``c[m]`` and folds into the next one as ``c[m] Z^q`` (no product). Products:
     ``r - 1`` if ``q | m`` else ``r`` (plus ``q - 1`` to form the powers).
+    Each Horner step ``C_i + Z^q X`` is one accumulating product (the chunk is
+    written first, ``gemm_into`` with ``beta = 1`` adds ``Z^q X``); ``acc`` and
+    ``tmp`` alternate, so nothing is copied.
     """
     n = out.shape[0]
     nn = n * n
     # flat views, taken once (each reshape is a helper call)
     Pf = P.reshape(P.shape[0], nn)
     outf = out.reshape(nn)
-    accf = acc.reshape(nn)
     r = m // q
     zq = P[q - 1]
     zqf = Pf[q - 1]
@@ -777,16 +842,19 @@ def _paterson_stockmeyer_into(P, q, c, m, out, acc, tmp):
             for i in range(nn):
                 outf[i] += extra * zqf[i]
         return
-    _chunk_into(accf, Pf, c, top * q, top_terms, 0, n)
+    cur, nxt = acc, tmp
+    curf, nxtf = acc.reshape(nn), tmp.reshape(nn)
+    _chunk_into(curf, Pf, c, top * q, top_terms, 0, n)
     if extra != 0.0:
         for i in range(nn):
-            accf[i] += extra * zqf[i]
+            curf[i] += extra * zqf[i]
     for lev in range(top - 1, 0, -1):
-        matmul_into(zq, acc, tmp)
-        _copy(tmp, acc)
-        _chunk_into(accf, Pf, c, lev * q, q, 1, n)
-    matmul_into(zq, acc, out)
-    _chunk_into(outf, Pf, c, 0, q, 1, n)
+        _chunk_into(nxtf, Pf, c, lev * q, q, 0, n)
+        gemm_into(zq, cur, nxt, 1.0)
+        cur, nxt = nxt, cur
+        curf, nxtf = nxtf, curf
+    _chunk_into(outf, Pf, c, 0, q, 0, n)
+    gemm_into(zq, cur, out, 1.0)
 
 
 # Index of m = 9 in the table: the first degree with m + 1 >= 6, for which the
@@ -812,7 +880,8 @@ def _phi_prepare(A, h, ws, per_doubling):
     computed before scaling and rescaled by ``2^(-ks)``.
     """
     n = A.shape[0]
-    norm_w = abs(h) * _norm1(A)
+    colsum = ws[6][0]                 # ws[5], ws[6] are free until Paterson-Stockmeyer
+    norm_w = abs(h) * _norm1_rowwise(A, colsum)
     if not math.isfinite(norm_w):
         return -1, 0, 0
     idx, m, s = _phi_select(norm_w, per_doubling, 0)
@@ -823,19 +892,23 @@ def _phi_prepare(A, h, ws, per_doubling):
     if s > 0 and norm_w < 1e60:  # (hA)^4 must not overflow
         for j in range(2, 5):
             matmul_into(ws[j - 2], Z, ws[j - 1])
-        d2 = _norm1(ws[1]) ** 0.5
-        d3 = _norm1(ws[2]) ** (1.0 / 3.0)
-        d4 = _norm1(ws[3]) ** 0.25
+        d2 = _norm1_rowwise(ws[1], colsum) ** 0.5
+        d3 = _norm1_rowwise(ws[2], colsum) ** (1.0 / 3.0)
+        d4 = _norm1_rowwise(ws[3], colsum) ** 0.25
         alpha = min(max(d2, d3), max(d3, d4))
         if alpha < norm_w:
             idx, m, s = _phi_select(alpha, per_doubling, _PHI_LO_ALPHA)
         q = _PHI_Q[idx]
         if s > 0:
+            # Z^k <- 2^(-ks) Z^k, over the first q slices as one flat vector each
+            wf = ws.reshape((ws.shape[0], n * n))
             sc = 2.0 ** (-s)
             f = 1.0
-            for k in range(1, q + 1):
+            for k in range(q):
                 f *= sc
-                _scale(ws[k - 1], f)
+                row = wf[k]
+                for i in range(n * n):
+                    row[i] *= f
         return m, q, s
     q = _PHI_Q[idx]
     if s > 0:
@@ -845,23 +918,23 @@ def _phi_prepare(A, h, ws, per_doubling):
     return m, q, s
 
 
-@njit(types.void(mat, f8, mat, mat, tens), cache=True)
-def exp_phi1_into(A, h, E, F, ws):
-    """``E = exp(hA)`` and ``F = integral_0^h exp(sA) ds = h phi1(hA)``.
+@njit(types.void(mat, f8, mat, tens), cache=True)
+def exp_phi1_into(A, h, EF, ws):
+    """``EF = [E | F]`` with ``E = exp(hA)``, ``F = integral_0^h exp(sA) ds = h phi1(hA)``.
 
     These are the two matrices of the exponential step (3.10),
-    ``S_k+1 = E S_k + F B_k``; ``F`` is the upper right block of
-    ``exp([[hA, hI], [0, 0]])`` and equals ``(E - I) A^-1`` when ``A`` is
-    invertible, but is computed without any inverse, so it is exact to
-    rounding also for singular ``A``.
+    ``S_k+1 = E S_k + F B_k = [E | F] [S_k; B_k]``, side by side as the step
+    uses them. ``F`` is the upper right block of ``exp([[hA, hI], [0, 0]])``
+    and equals ``(E - I) A^-1`` when ``A`` is invertible, but is computed
+    without any inverse, so it is exact to rounding also for singular ``A``.
 
     Parameters
     ----------
     A : ndarray, shape (n, n), float64, C-contiguous
     h : float
         Step (any sign; ``h = 0`` gives ``E = I, F = 0``).
-    E, F : ndarray, shape (n, n)
-        Outputs; must not share memory with each other, ``A`` or ``ws``.
+    EF : ndarray, shape (n, 2n)
+        Output ``[E | F]``; must not share memory with ``A`` or ``ws``.
     ws : ndarray, shape (NWS, n, n)
         Workspace from :func:`workspace`.
 
@@ -871,49 +944,48 @@ def exp_phi1_into(A, h, E, F, ws):
     of degree m (Paterson-Stockmeyer), ``E(t) = I + Z phi1(Z)``,
     ``F(t) = t phi1(Z)``; then s doublings
 
-        F(2t) = F(t) + E(t) F(t),   E(2t) = E(t)^2,
+        [E(2t) | F(2t) - F(t)] = E(t) [E(t) | F(t)],
 
-    which follow from splitting ``integral_0^2t`` at ``t``. ``(m, s)`` minimise
-    the products subject to ``||Z||_1 <= theta_m`` (truncation error below the
-    unit roundoff), or to ``alpha(Z) <= theta_m`` with the sharper
-    ``alpha`` of ``_phi_prepare`` when scaling is needed. Cost:
-    PS(m) + 1 + 2 s products (PS(m) <= 7). Non-finite input gives all-NaN
-    outputs.
+    i.e. ``E(2t) = E(t)^2`` and ``F(2t) = F(t) + E(t) F(t)``, which follow
+    from splitting ``integral_0^2t`` at ``t``. Each doubling is one
+    ``n x n`` by ``n x 2n`` product (cheaper than two ``n x n`` ones).
+    ``(m, s)`` minimise the products subject to ``||Z||_1 <= theta_m``
+    (truncation error below the unit roundoff), or to ``alpha(Z) <= theta_m``
+    with the sharper ``alpha`` of ``_phi_prepare`` when scaling is needed.
+    Cost: PS(m) + 1 products of ``n x n`` matrices (PS(m) <= 7) and s of
+    ``n x n`` by ``n x 2n``. Non-finite input gives an all-NaN output.
     """
     n = A.shape[0]
-    if A.shape[1] != n or E.shape[0] != n or E.shape[1] != n \
-            or F.shape[0] != n or F.shape[1] != n:
-        raise ValueError("exp_phi1_into: A, E and F must be n x n")
+    if A.shape[1] != n or EF.shape[0] != n or EF.shape[1] != 2 * n:
+        raise ValueError("exp_phi1_into: A must be n x n and EF n x 2n")
     _check_ws(ws, n)
     if n == 0:
         return
     m, q, s = _phi_prepare(A, h, ws, 2)
     if m < 0:
-        _fill(E, np.nan)
-        _fill(F, np.nan)
+        _fill(EF, np.nan)
         return
     Z = ws[0]
-    T5 = ws[5]
-    T6 = ws[6]
-    _paterson_stockmeyer_into(ws, q, _C_PHI1, m, F, T5, T6)  # F = phi1(Z)
-    matmul_into(Z, F, E)
+    P = ws[4]
+    _paterson_stockmeyer_into(ws, q, _C_PHI1, m, P, ws[5], ws[6])  # P = phi1(Z)
+    E = EF[:, :n]
+    gemm_into(Z, P, E, 0.0)
     for i in range(n):
-        E[i, i] += 1.0  # E = I + Z phi1(Z) = exp(Z)
-    t = h * 2.0 ** (-s)
-    _scale(F, t)
-    cur, nxt = E, T6                     # E(t) lives in cur; squares ping-pong
+        E[i, i] += 1.0                   # E = I + Z phi1(Z) = exp(Z)
+    _set_cols_scaled(EF, n, P, h * 2.0 ** (-s))   # F = t phi1(Z), t = h/2^s
+    cur = EF
+    nxt = ws[5:7].reshape((n, 2 * n))   # P, ws[5], ws[6] are free from here on
     for _ in range(s):
-        matmul_into(cur, F, T5)
-        _add_into(F, T5)                 # F(2t) = F(t) + E(t) F(t)
-        matmul_into(cur, cur, nxt)       # E(2t) = E(t)^2
+        gemm_into(cur[:, :n], cur, nxt, 0.0)   # [E^2 | E F]
+        _add_cols_into(nxt, cur, n, 2 * n, 0.0, 0)   # F(2t) = F + E F
         cur, nxt = nxt, cur
     if s % 2 == 1:
-        _copy(cur, E)
+        _copy(cur, EF)
 
 
-@njit(types.void(mat, f8, mat, mat, mat, tens), cache=True)
-def exp_phi12_into(A, h, E, F1, F2, ws):
-    """``E = exp(hA)``, ``F1 = h phi1(hA)`` and ``F2 = h^2 phi2(hA)``.
+@njit(types.void(mat, f8, mat, tens), cache=True)
+def exp_phi12_into(A, h, EFF, ws):
+    """``EFF = [E | F1 | F2]``: ``exp(hA)``, ``h phi1(hA)`` and ``h^2 phi2(hA)``.
 
     ``F2 = integral_0^h exp((h - s)A) s ds`` weights the linear part of ``B``
     in the second-order exponential step (see ``steps.exp2_step_stacked_into``):
@@ -924,8 +996,8 @@ def exp_phi12_into(A, h, E, F1, F2, ws):
     ----------
     A : ndarray, shape (n, n), float64, C-contiguous
     h : float
-    E, F1, F2 : ndarray, shape (n, n)
-        Outputs; must not share memory with each other, ``A`` or ``ws``.
+    EFF : ndarray, shape (n, 3n)
+        Output; must not share memory with ``A`` or ``ws``.
     ws : ndarray, shape (NWS, n, n)
         Workspace from :func:`workspace`.
 
@@ -933,7 +1005,7 @@ def exp_phi12_into(A, h, E, F1, F2, ws):
     -----
     ``phi2(Z) = sum_k Z^k/(k+2)!`` by Paterson-Stockmeyer, then
     ``phi1(Z) = I + Z phi2(Z)`` and ``exp(Z) = I + Z phi1(Z)``. Doubling, with
-    ``t = h/2^s`` doubled each time:
+    ``t = h/2^s`` doubled each time, as one product ``E(t) [E | F1 | F2]``:
 
         F2(2t) = (I + E(t)) F2(t) + t F1(t)
         F1(2t) = (I + E(t)) F1(t),   E(2t) = E(t)^2.
@@ -941,47 +1013,40 @@ def exp_phi12_into(A, h, E, F1, F2, ws):
     The first follows from splitting ``integral_0^2t exp((2t-s)A) s ds`` at
     ``s = t``: the first half is ``E(t) F2(t)``; substituting ``s = t + r`` in
     the second gives ``integral_0^t exp((t-r)A) (t + r) dr = t F1(t) + F2(t)``.
-    Cost: PS(m) + 2 + 3 s products. Non-finite input gives all-NaN outputs.
+    Cost: PS(m) + 2 products of ``n x n`` matrices and s of ``n x n`` by
+    ``n x 3n``. Non-finite input gives an all-NaN output.
     """
     n = A.shape[0]
-    if A.shape[1] != n or E.shape[0] != n or E.shape[1] != n \
-            or F1.shape[0] != n or F1.shape[1] != n \
-            or F2.shape[0] != n or F2.shape[1] != n:
-        raise ValueError("exp_phi12_into: A, E, F1 and F2 must be n x n")
+    if A.shape[1] != n or EFF.shape[0] != n or EFF.shape[1] != 3 * n:
+        raise ValueError("exp_phi12_into: A must be n x n and EFF n x 3n")
     _check_ws(ws, n)
     if n == 0:
         return
     m, q, s = _phi_prepare(A, h, ws, 3)
     if m < 0:
-        _fill(E, np.nan)
-        _fill(F1, np.nan)
-        _fill(F2, np.nan)
+        _fill(EFF, np.nan)
         return
     Z = ws[0]
-    T5 = ws[5]
-    T6 = ws[6]
-    _paterson_stockmeyer_into(ws, q, _C_PHI2, m, F2, T5, T6)  # F2 = phi2(Z)
-    matmul_into(Z, F2, F1)
+    P = ws[4]
+    _paterson_stockmeyer_into(ws, q, _C_PHI2, m, P, ws[5], ws[6])  # P = phi2(Z)
+    Q = ws[5]
+    gemm_into(Z, P, Q, 0.0)
     for i in range(n):
-        F1[i, i] += 1.0  # F1 = phi1(Z)
-    matmul_into(Z, F1, E)
+        Q[i, i] += 1.0                   # Q = phi1(Z) = I + Z phi2(Z)
+    E = EFF[:, :n]
+    gemm_into(Z, Q, E, 0.0)
     for i in range(n):
-        E[i, i] += 1.0  # E = exp(Z)
+        E[i, i] += 1.0                   # E = exp(Z) = I + Z phi1(Z)
     t = h * 2.0 ** (-s)
-    _scale(F1, t)
-    _scale(F2, t * t)
-    cur, nxt = E, T6                     # E(t) lives in cur; squares ping-pong
-    f1 = F1.ravel()
-    f2 = F2.ravel()
-    t5 = T5.ravel()
+    _set_cols_scaled(EFF, n, Q, t)       # F1 = t phi1(Z)
+    _set_cols_scaled(EFF, 2 * n, P, t * t)   # F2 = t^2 phi2(Z)
+    cur = EFF
+    nxt = ws[4:7].reshape((n, 3 * n))   # P, ws[5], ws[6] are free from here on
     for _ in range(s):
-        matmul_into(cur, F2, T5)
-        for i in range(f2.size):
-            f2[i] += t5[i] + t * f1[i]   # F2(2t) = (I + E) F2 + t F1
-        matmul_into(cur, F1, T5)
-        _add_into(F1, T5)                # F1(2t) = (I + E) F1
-        matmul_into(cur, cur, nxt)       # E(2t) = E(t)^2
+        gemm_into(cur[:, :n], cur, nxt, 0.0)   # [E^2 | E F1 | E F2]
+        _add_cols_into(nxt, cur, 2 * n, 3 * n, t, n)  # F2(2t) = (I + E) F2 + t F1
+        _add_cols_into(nxt, cur, n, 2 * n, 0.0, 0)     # F1(2t) = (I + E) F1
         cur, nxt = nxt, cur
         t *= 2.0
     if s % 2 == 1:
-        _copy(cur, E)
+        _copy(cur, EFF)

@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 from numba import njit, types
+from numba.core.typing.typeof import typeof_impl
 
 from . import linalg, steps
 from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRANCH_STIFF,  # noqa: F401
@@ -198,11 +199,8 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     W2 = np.empty((nx, nx))          # Pf of the last PBS sub-step
     T0 = np.empty((nx, np_))         # Pb B_k+1 of the last PBS sub-step
     T1 = np.empty((nx, np_))
-    E = np.empty((nx, nx))
-    F = np.empty((nx, nx))
-    F2 = np.empty((nx, nx))
-    EF = np.empty((nx, 2 * nx))      # [E | F], or [E | F1 - F2/h] for the exp2 step
-    G2 = np.empty((nx, nx))          # F2/h
+    EF = np.empty((nx, 2 * nx))      # [E | F] for the exp step
+    EFF = np.empty((nx, 3 * nx))     # [E | F1 - F2/h | F2/h] for the exp2 step
     Abar = np.empty((nx, nx))
     Ac = np.empty((nx, nx))          # the matrix the cached E, F (F2) belong to ...
     hc = 0.0                         # ... with this step
@@ -299,17 +297,16 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
                 reused[k] = 1
             else:
                 if second_order:
-                    linalg.exp_phi12_into(key, h, E, F, F2, ws)
-                    steps.stack_exp2_into(E, F, F2, h, EF, G2)
+                    linalg.exp_phi12_into(key, h, EFF, ws)
+                    steps.exp2_prepare_inplace(EFF, h)
                 else:
-                    linalg.exp_phi1_into(key, h, E, F, ws)
-                    steps.stack_exp_into(E, F, EF)
+                    linalg.exp_phi1_into(key, h, EF, ws)
                 Ac[:, :] = key
                 hc = h
                 norm_c = linalg.matrix_norm(key, linalg.NORM_1)
                 have_exp = True
             if second_order:
-                steps.exp2_step_stacked_into(EF, SBk, G2, B1, Sk1, T0)
+                steps.exp2_step_stacked_into(EFF, SBk, B1, Sk1)
             else:
                 steps.exp_step_stacked_into(EF, SBk, Sk1)
         if out_index[k + 1] >= 0:
@@ -338,12 +335,20 @@ class _Compiled(types.WrapperAddressProtocol):
         self._dispatcher = dispatcher
         self._sig = sig
         self._addr = _get_wrapper_address(dispatcher, sig)
+        self._type = types.FunctionType(sig)
 
     def __wrapper_address__(self):
         return self._addr
 
     def signature(self):
         return self._sig
+
+
+@typeof_impl.register(_Compiled)
+def _typeof_compiled(val, c):
+    # numba's own rule for WrapperAddressProtocol builds a new FunctionType on
+    # every kernel call (~0.1 ms for the two model functions); the type is fixed.
+    return val._type
 
 
 def bind(fns):

@@ -8,8 +8,10 @@ output; none allocates (work arrays are arguments) and all require C-contiguous
 float64 arrays. Work arrays must not share memory with
 each other or with the inputs.
 """
+import numpy as np
 from numba import njit, types
 
+from .blas import gemm_into
 from .linalg import matmul_into
 from .signatures import f8, mat
 
@@ -110,32 +112,22 @@ def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
 # --------------------------------------------------------------------------
 
 @njit(types.void(mat, mat, mat), cache=True)
-def stack_exp_into(E, F, EF):
-    """``EF = [E | F]`` (n x 2n): the left factor of :func:`exp_step_stacked_into`."""
-    n = E.shape[0]
-    for i in range(n):
-        for j in range(n):
-            EF[i, j] = E[i, j]
-            EF[i, n + j] = F[i, j]
-
-
-@njit(types.void(mat, mat, mat), cache=True)
 def exp_step_stacked_into(EF, SB, S_next):
     """Exponential step (3.10) as one product: ``S_next = [E | F] [S_k; B_k]``.
 
     ``S_k+1 = E S_k + F B_k`` is the exact solution of ``S' = A_k S + B_k``
     (Jacobians frozen at ``t_k``) over one interval: ``E = exp(h A_k)``,
-    ``F = integral_0^h exp(s A_k) ds``, both from ``exp_phi1_into(A_k, h, E, F, ws)``.
-    Unconditionally stable, first order in general, exact at equilibrium. With
-    ``S_k`` and ``B_k`` stacked in one ``2nx x np`` array (the march keeps them
-    that way) and ``E``, ``F`` side by side it is one ``nx x 2nx x np`` product
-    instead of two ``nx x nx x np`` products and a sum (measured 3.5 against
-    5.7 us for CaMKII's 21 x 59).
+    ``F = integral_0^h exp(s A_k) ds``, side by side from
+    ``linalg.exp_phi1_into(A_k, h, EF, ws)``. Unconditionally stable, first
+    order in general, exact at equilibrium. With ``S_k`` and ``B_k`` stacked
+    in one ``2nx x np`` array (the march keeps them that way) it is one
+    ``nx x 2nx x np`` product instead of two ``nx x nx x np`` products and a
+    sum (measured 3.5 against 5.7 us for CaMKII's 21 x 59).
 
     Parameters
     ----------
     EF : ndarray, shape (nx, 2 nx)
-        From :func:`stack_exp_into`.
+        ``[E | F]``.
     SB : ndarray, shape (2 nx, np)
         ``[S_k; B_k]``.
     S_next : ndarray, shape (nx, np)
@@ -144,25 +136,25 @@ def exp_step_stacked_into(EF, SB, S_next):
     matmul_into(EF, SB, S_next)
 
 
-@njit(types.void(mat, mat, mat, f8, mat, mat), cache=True)
-def stack_exp2_into(E, F1, F2, h, EG, G2):
-    """``EG = [E | F1 - F2/h]`` and ``G2 = F2/h`` for :func:`exp2_step_stacked_into`.
+@njit(types.void(mat, f8), cache=True)
+def exp2_prepare_inplace(EFF, h):
+    """Turn ``[E | F1 | F2]`` into ``[E | F1 - F2/h | F2/h]`` for :func:`exp2_step_stacked_into`.
 
     For ``h = 0`` (then ``F1 = F2 = 0``) the ``F2/h`` terms, which tend to 0, are
     set to 0.
     """
-    n = E.shape[0]
+    n = EFF.shape[0]
     inv_h = 1.0 / h if h != 0.0 else 0.0
+    un = np.uint64(n)   # unsigned column indices: no wraparound test, so the loop vectorises
     for i in range(n):
-        for j in range(n):
-            g = F2[i, j] * inv_h
-            G2[i, j] = g
-            EG[i, j] = E[i, j]
-            EG[i, n + j] = F1[i, j] - g
+        for j in range(un):
+            g = EFF[i, 2 * un + j] * inv_h
+            EFF[i, 2 * un + j] = g
+            EFF[i, un + j] -= g
 
 
-@njit(types.void(mat, mat, mat, mat, mat, mat), cache=True)
-def exp2_step_stacked_into(EG, SB, G2, Bk1, S_next, T):
+@njit(types.void(mat, mat, mat, mat), cache=True)
+def exp2_step_stacked_into(EG, SB, Bk1, S_next):
     """Second-order exponential step in two products:
     ``S_next = [E | F1 - F2/h] [S_k; B_k] + (F2/h) B_k+1``.
 
@@ -173,23 +165,18 @@ def exp2_step_stacked_into(EG, SB, G2, Bk1, S_next, T):
     (variation of constants: the linear part of ``B`` is weighted by
     ``integral_0^h exp((h-s)Abar) s ds / h = F2/h``): second order, exact for
     constant Jacobians. Regrouped here so that ``S_k`` and ``B_k`` share one
-    product.
+    product; the second product accumulates into ``S_next``.
 
     Parameters
     ----------
-    EG, G2 : from :func:`stack_exp2_into`.
+    EG : ndarray, shape (nx, 3 nx)
+        ``[E | F1 - F2/h | F2/h]`` from :func:`exp2_prepare_inplace`.
     SB : ndarray, shape (2 nx, np)
         ``[S_k; B_k]``.
     Bk1 : ndarray, shape (nx, np)
     S_next : ndarray, shape (nx, np)
-        Output ``S_k+1``; must not share memory with the inputs or ``T``.
-    T : ndarray, shape (nx, np)
-        Work array.
+        Output ``S_k+1``; must not share memory with the inputs.
     """
-    matmul_into(EG, SB, S_next)
-    matmul_into(G2, Bk1, T)
     nx = S_next.shape[0]
-    npar = S_next.shape[1]
-    for i in range(nx):
-        for j in range(npar):
-            S_next[i, j] += T[i, j]
+    gemm_into(EG[:, :2 * nx], SB, S_next, 0.0)
+    gemm_into(EG[:, 2 * nx:], Bk1, S_next, 1.0)
