@@ -42,9 +42,11 @@ def _check_grid(model, t, x):
     if x.shape != (t.size, model.n_states):
         raise PbsensError(f"'trajectory': x must have shape (len(t), n_states) = ({t.size}, "
                           f"{model.n_states}), got {x.shape}")
-    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(x))):
+    from .kernels import checks  # numba kernels load on first use, not at import
+    status = checks.grid_status(t, x)
+    if status == checks.GRID_NOT_FINITE:
         raise PbsensError("'trajectory' contains NaN or inf in t or x")
-    if np.any(np.diff(t) <= 0):
+    if status == checks.GRID_NOT_INCREASING:
         raise PbsensError("'trajectory': the grid t must be strictly increasing")
     return t, x
 

@@ -280,10 +280,18 @@ def test_bad_trajectories(chua):
     t = np.linspace(0, 1, 5)
     with pytest.raises(pbsens.PbsensError, match="trajectory"):
         sensitivities(chua, (t, np.zeros((5, 2))))
-    with pytest.raises(pbsens.PbsensError, match="trajectory"):
+    with pytest.raises(pbsens.PbsensError, match="strictly increasing"):
         sensitivities(chua, (t[::-1], np.zeros((5, 3))))
-    with pytest.raises(pbsens.PbsensError, match="trajectory"):
+    with pytest.raises(pbsens.PbsensError, match="strictly increasing"):
+        sensitivities(chua, (np.array([0.0, 0.2, 0.2, 0.5, 1.0]), np.zeros((5, 3))))
+    with pytest.raises(pbsens.PbsensError, match="NaN or inf"):
         sensitivities(chua, (t, np.full((5, 3), np.nan)))
+    x = np.zeros((5, 3))
+    x[3, 1] = -np.inf
+    with pytest.raises(pbsens.PbsensError, match="NaN or inf"):
+        sensitivities(chua, (t, x))
+    with pytest.raises(pbsens.PbsensError, match="NaN or inf"):
+        sensitivities(chua, (np.array([0.0, 0.2, np.nan, 0.5, 1.0]), np.zeros((5, 3))))
     with pytest.raises(pbsens.PbsensError, match="t_span"):
         sensitivities(chua)
 

@@ -276,7 +276,7 @@ def _set_cols_scaled(X, c0, P, a):
 
 
 @njit(f8(mat, vec), cache=True)
-def _norm1_rowwise(A, colsum):
+def norm1_rowwise(A, colsum):
     """``||A||_1`` (NaN propagates) summing rows into ``colsum`` (length ``A.shape[1]``).
 
     Row by row, so the inner loop is contiguous and vectorises; ``matrix_norm``
@@ -881,7 +881,7 @@ def _phi_prepare(A, h, ws, per_doubling):
     """
     n = A.shape[0]
     colsum = ws[6][0]                 # ws[5], ws[6] are free until Paterson-Stockmeyer
-    norm_w = abs(h) * _norm1_rowwise(A, colsum)
+    norm_w = abs(h) * norm1_rowwise(A, colsum)
     if not math.isfinite(norm_w):
         return -1, 0, 0
     idx, m, s = _phi_select(norm_w, per_doubling, 0)
@@ -892,9 +892,9 @@ def _phi_prepare(A, h, ws, per_doubling):
     if s > 0 and norm_w < 1e60:  # (hA)^4 must not overflow
         for j in range(2, 5):
             matmul_into(ws[j - 2], Z, ws[j - 1])
-        d2 = _norm1_rowwise(ws[1], colsum) ** 0.5
-        d3 = _norm1_rowwise(ws[2], colsum) ** (1.0 / 3.0)
-        d4 = _norm1_rowwise(ws[3], colsum) ** 0.25
+        d2 = norm1_rowwise(ws[1], colsum) ** 0.5
+        d3 = norm1_rowwise(ws[2], colsum) ** (1.0 / 3.0)
+        d4 = norm1_rowwise(ws[3], colsum) ** 0.25
         alpha = min(max(d2, d3), max(d3, d4))
         if alpha < norm_w:
             idx, m, s = _phi_select(alpha, per_doubling, _PHI_LO_ALPHA)

@@ -71,6 +71,24 @@ def _norm_diff(X, Y, kind):
 
 
 @njit(types.boolean(mat, mat), cache=True)
+def _finite_copy(X, Y):
+    """Copy ``X`` into ``Y``; return whether every entry is finite.
+
+    ``x - x`` is 0 for finite ``x`` and NaN otherwise; the flag is an integer OR
+    without an early exit, so the loop vectorises (an early ``return`` on the
+    first non-finite entry does not).
+    """
+    n, m = X.shape
+    bad = 0
+    for i in range(n):
+        for j in range(m):
+            v = X[i, j]
+            Y[i, j] = v
+            bad |= (v - v) != 0.0
+    return bad == 0
+
+
+@njit(types.boolean(mat, mat), cache=True)
 def _same(X, Y):
     """Whether ``X`` and ``Y`` are equal entry by entry (stops at the first difference)."""
     n, m = X.shape
@@ -208,6 +226,7 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     have_exp = False
     ws = linalg.workspace(nx)
     xs = np.empty(nx)
+    colsum = np.empty(nx)
     fk = np.empty(nx)
     fk1 = np.empty(nx)
 
@@ -303,19 +322,16 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
                     linalg.exp_phi1_into(key, h, EF, ws)
                 Ac[:, :] = key
                 hc = h
-                norm_c = linalg.matrix_norm(key, linalg.NORM_1)
+                norm_c = linalg.norm1_rowwise(key, colsum)
                 have_exp = True
             if second_order:
                 steps.exp2_step_stacked_into(EFF, SBk, B1, Sk1)
             else:
                 steps.exp_step_stacked_into(EF, SBk, Sk1)
         if out_index[k + 1] >= 0:
-            for i in range(nx):
-                for j in range(np_):
-                    if not math.isfinite(Sk1[i, j]):
-                        S[:, :] = Sk1
-                        return k
-            S_out[out_index[k + 1]] = Sk1
+            if not _finite_copy(Sk1, S_out[out_index[k + 1]]):
+                S[:, :] = Sk1
+                return k
     S[:, :] = S_0 if (K - 1) % 2 == 0 else S_1
     return -1
 
