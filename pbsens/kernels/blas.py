@@ -57,7 +57,7 @@ def _xxgemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, 
     return sig, codegen
 
 
-@njit(types.void(amat, amat, amat, f8), cache=True)
+@njit(types.void(amat, amat, amat, f8), cache=True, _nrt=False)
 def _gemm_loops(A, B, C, beta):
     m, k = A.shape
     n = B.shape[1]
@@ -69,7 +69,7 @@ def _gemm_loops(A, B, C, beta):
             C[i, j] = s if beta == 0.0 else s + beta * C[i, j]
 
 
-@njit(types.void(amat, amat, amat, f8), cache=True)
+@njit(types.void(amat, amat, amat, f8), cache=True, _nrt=False)
 def gemm_into(A, B, C, beta):
     """``C = A @ B + beta C`` without allocation, for row-major views.
 

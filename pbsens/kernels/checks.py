@@ -15,7 +15,7 @@ GRID_NOT_FINITE = 1
 GRID_NOT_INCREASING = 2
 
 
-@njit(types.int64(vec, mat), cache=True)
+@njit(types.int64(vec, mat), cache=True, _nrt=False)
 def grid_status(t, x):
     """``GRID_OK`` if ``t`` is strictly increasing and ``t``, ``x`` are finite.
 

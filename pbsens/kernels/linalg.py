@@ -87,7 +87,7 @@ _SMALL_PRODUCT = 216
 # Norms and products
 # --------------------------------------------------------------------------
 
-@njit(f8(mat, i8), cache=True)
+@njit(f8(mat, i8), cache=True, _nrt=False)
 def matrix_norm(A, kind):
     """Matrix norm of a (possibly rectangular) matrix.
 
@@ -141,7 +141,7 @@ def matrix_norm(A, kind):
     raise ValueError("matrix_norm: kind must be 0 (1-norm), 1 (inf-norm) or 2 (Frobenius)")
 
 
-@njit(types.void(mat, mat, mat), cache=True)
+@njit(types.void(mat, mat, mat), cache=True, _nrt=False)
 def _matmul_loops(A, B, out):
     # Two rows of ``out`` per sweep, accumulated in registers: the fastest of
     # the loop orders tried for tiny matrices (see _SMALL_PRODUCT).
@@ -167,7 +167,7 @@ def _matmul_loops(A, B, out):
             out[i, j] = s0
 
 
-@njit(types.void(mat, mat, mat), cache=True)
+@njit(types.void(mat, mat, mat), cache=True, _nrt=False)
 def matmul_into(A, B, out):
     """``out = A @ B`` without allocation.
 
@@ -181,8 +181,9 @@ def matmul_into(A, B, out):
     Notes
     -----
     Tiny products (``n*m*k <= 216``) use register-blocked loops, larger ones
-    BLAS ``dgemm`` via ``np.dot(A, B, out)``; the threshold comes from the
-    timings in the comment at ``_SMALL_PRODUCT``.
+    BLAS ``dgemm`` (through :func:`~pbsens.kernels.blas.gemm_into`, the routine
+    ``np.dot`` calls, but usable without numba's reference counting); the
+    threshold comes from the timings in the comment at ``_SMALL_PRODUCT``.
     """
     n, m = A.shape
     k = B.shape[1]
@@ -191,14 +192,14 @@ def matmul_into(A, B, out):
     if n * m * k <= _SMALL_PRODUCT:
         _matmul_loops(A, B, out)
     else:
-        np.dot(A, B, out)
+        gemm_into(A, B, out, 0.0)
 
 
 # --------------------------------------------------------------------------
 # Elementwise helpers (no allocation)
 # --------------------------------------------------------------------------
 
-@njit(types.void(mat), cache=True)
+@njit(types.void(mat), cache=True, _nrt=False)
 def _set_identity(X):
     n = X.shape[0]
     for i in range(n):
@@ -207,7 +208,7 @@ def _set_identity(X):
         X[i, i] = 1.0
 
 
-@njit(types.void(mat, f8), cache=True)
+@njit(types.void(mat, f8), cache=True, _nrt=False)
 def _fill(X, v):
     n, m = X.shape
     for i in range(n):
@@ -215,7 +216,7 @@ def _fill(X, v):
             X[i, j] = v
 
 
-@njit(types.void(mat, mat), cache=True)
+@njit(types.void(mat, mat), cache=True, _nrt=False)
 def _copy(src, dst):
     # Nested loops: ravel() would cost a helper call (~0.1 us) per use.
     n, m = src.shape
@@ -224,7 +225,7 @@ def _copy(src, dst):
             dst[i, j] = src[i, j]
 
 
-@njit(types.void(mat, f8), cache=True)
+@njit(types.void(mat, f8), cache=True, _nrt=False)
 def _scale(X, a):
     n, m = X.shape
     for i in range(n):
@@ -232,7 +233,7 @@ def _scale(X, a):
             X[i, j] *= a
 
 
-@njit(types.void(mat, mat), cache=True)
+@njit(types.void(mat, mat), cache=True, _nrt=False)
 def _add_into(X, Y):
     # X += Y
     n, m = X.shape
@@ -241,7 +242,7 @@ def _add_into(X, Y):
             X[i, j] += Y[i, j]
 
 
-@njit(types.void(mat, mat, i8, i8, f8, i8), cache=True)
+@njit(types.void(mat, mat, i8, i8, f8, i8), cache=True, _nrt=False)
 def _add_cols_into(X, Y, c0, c1, a, shift):
     """Columns ``c0 <= j < c1``: ``X[:, j] += Y[:, j] + a Y[:, j - shift]`` (``a = 0``: no second term).
 
@@ -265,7 +266,7 @@ def _add_cols_into(X, Y, c0, c1, a, shift):
                 X[i, j] += Y[i, j] + a * Y[i, j - us]
 
 
-@njit(types.void(mat, i8, mat, f8), cache=True)
+@njit(types.void(mat, i8, mat, f8), cache=True, _nrt=False)
 def _set_cols_scaled(X, c0, P, a):
     """``X[:, c0:c0+m] = a P`` for ``P`` of shape (n, m) (unsigned indices, see above)."""
     n, m = P.shape
@@ -275,7 +276,7 @@ def _set_cols_scaled(X, c0, P, a):
             X[i, u0 + j] = a * P[i, j]
 
 
-@njit(f8(mat, vec), cache=True)
+@njit(f8(mat, vec), cache=True, _nrt=False)
 def norm1_rowwise(A, colsum):
     """``||A||_1`` (NaN propagates) summing rows into ``colsum`` (length ``A.shape[1]``).
 
@@ -296,7 +297,7 @@ def norm1_rowwise(A, colsum):
     return best
 
 
-@njit(f8(mat), cache=True)
+@njit(f8(mat), cache=True, _nrt=False)
 def _norm1(A):
     return matrix_norm(A, NORM_1)
 
@@ -305,7 +306,7 @@ def _norm1(A):
 # Linear solve (LU with partial pivoting, in place)
 # --------------------------------------------------------------------------
 
-@njit(types.void(mat, mat), cache=True, fastmath={"contract"})
+@njit(types.void(mat, mat), cache=True, _nrt=False, fastmath={"contract"})
 def _lu_solve_inplace(Q, X):
     """Overwrite ``X`` with ``Q^-1 X``; ``Q`` (square) is destroyed.
 
@@ -377,7 +378,7 @@ def workspace(n):
     return np.zeros((NWS, n, n))
 
 
-@njit(types.void(tens, i8), cache=True)
+@njit(types.void(tens, i8), cache=True, _nrt=False)
 def _check_ws(ws, n):
     if ws.shape[0] < NWS or ws.shape[1] != n or ws.shape[2] != n:
         raise ValueError("workspace has the wrong shape: use workspace(n)")
@@ -417,7 +418,7 @@ _ELL_COEF = np.array([1.1191048088221578e-11, 1.1167770708198077e-06,
                       1.2573361865339437e+19])
 
 
-@njit(types.void(mat, f8, vec, vec), cache=True)
+@njit(types.void(mat, f8, vec, vec), cache=True, _nrt=False)
 def _abs_vecmat(A, scale, v, w):
     # w = v |scale * A|   (row vector times |A|)
     n = A.shape[0]
@@ -429,7 +430,7 @@ def _abs_vecmat(A, scale, v, w):
             w[j] += vi * abs(A[i, j])
 
 
-@njit(i8(mat, f8, i8, i8, vec, vec), cache=True)
+@njit(i8(mat, f8, i8, i8, vec, vec), cache=True, _nrt=False)
 def _spin(A, scale, done, target, v, w):
     """Advance ``v = 1^T |scale A|^done`` to ``|scale A|^target``; return target.
 
@@ -446,7 +447,7 @@ def _spin(A, scale, done, target, v, w):
     return done
 
 
-@njit(i8(vec, f8, i8, f8), cache=True)
+@njit(i8(vec, f8, i8, f8), cache=True, _nrt=False)
 def _ell(v, norm_a, m2p1, coef):
     """Extra squarings ``ell(A, m)`` of Al-Mohy and Higham (2009), eq. (5.3).
 
@@ -469,7 +470,7 @@ def _ell(v, norm_a, m2p1, coef):
     return int(math.ceil(val))
 
 
-@njit(types.void(mat, mat, mat, mat, mat, f8, f8, f8, f8, f8), cache=True)
+@njit(types.void(mat, mat, mat, mat, mat, f8, f8, f8, f8, f8), cache=True, _nrt=False)
 def _lincomb4(dst, A2, A4, A6, A8, c2, c4, c6, c8, c0):
     # dst = c8 A8 + c6 A6 + c4 A4 + c2 A2 + c0 I (terms with zero coefficient
     # may pass any matrix of the right shape)
@@ -487,7 +488,7 @@ def _lincomb4(dst, A2, A4, A6, A8, c2, c4, c6, c8, c0):
         dst[i, i] += c0
 
 
-@njit(types.void(mat, mat, mat), cache=True)
+@njit(types.void(mat, mat, mat), cache=True, _nrt=False)
 def _pade_finish(U, V, out):
     # out = V + U (numerator p(A)), V = V - U (denominator q(A) = p(-A))
     n = U.shape[0]
@@ -499,7 +500,7 @@ def _pade_finish(U, V, out):
             V[i, j] = v - u
 
 
-@njit(types.void(mat, mat, tens), cache=True)
+@njit(types.void(mat, mat, tens), cache=True, _nrt=False)
 def expm_into(A, out, ws):
     """Matrix exponential ``out = exp(A)`` by scaling and squaring.
 
@@ -731,7 +732,7 @@ _C_PHI1 = _taylor_coefficients(1, _PHI_MAXM + 1)  # 1/(k+1)!
 _C_PHI2 = _taylor_coefficients(2, _PHI_MAXM + 1)  # 1/(k+2)!
 
 
-@njit(types.UniTuple(i8, 3)(f8, i8, i8), cache=True)
+@njit(types.UniTuple(i8, 3)(f8, i8, i8), cache=True, _nrt=False)
 def _phi_select(norm_z, per_doubling, lo):
     """Choose (table index >= lo, Taylor degree, s) minimising products.
 
@@ -758,7 +759,7 @@ def _phi_select(norm_z, per_doubling, lo):
     return best_i, _PHI_M[best_i], best_s
 
 
-@njit(types.void(vec, mat, rvec, i8, i8, i8, i8), cache=True)
+@njit(types.void(vec, mat, rvec, i8, i8, i8, i8), cache=True, _nrt=False)
 def _chunk_into(d, P, c, i0, nterms, accumulate, n):
     """``D (+)= sum_{j<nterms} c[i0+j] Z^j`` with ``Z^0 = I``, ``Z^j = P[j-1]``.
 
@@ -807,7 +808,7 @@ def _chunk_into(d, P, c, i0, nterms, accumulate, n):
         d[i * (n + 1)] += c0
 
 
-@njit(types.void(tens, i8, rvec, i8, mat, mat, mat), cache=True)
+@njit(types.void(tens, i8, rvec, i8, mat, mat, mat), cache=True, _nrt=False)
 def _paterson_stockmeyer_into(P, q, c, m, out, acc, tmp):
     """``out = sum_{k=0}^m c[k] Z^k`` given ``P[j-1] = Z^j`` for j = 1..q (q <= 4).
 
@@ -862,7 +863,7 @@ def _paterson_stockmeyer_into(P, q, c, m, out, acc, tmp):
 _PHI_LO_ALPHA = 4
 
 
-@njit(types.UniTuple(i8, 3)(mat, f8, tens, i8), cache=True)
+@njit(types.UniTuple(i8, 3)(mat, f8, tens, i8), cache=True, _nrt=False)
 def _phi_prepare(A, h, ws, per_doubling):
     """Scale ``Z = (h/2^s) A`` into ``ws[0]``, powers ``Z^2..Z^q`` into ``ws[1..]``.
 
@@ -918,7 +919,7 @@ def _phi_prepare(A, h, ws, per_doubling):
     return m, q, s
 
 
-@njit(types.void(mat, f8, mat, tens), cache=True)
+@njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
 def exp_phi1_into(A, h, EF, ws):
     """``EF = [E | F]`` with ``E = exp(hA)``, ``F = integral_0^h exp(sA) ds = h phi1(hA)``.
 
@@ -983,7 +984,7 @@ def exp_phi1_into(A, h, EF, ws):
         _copy(cur, EF)
 
 
-@njit(types.void(mat, f8, mat, tens), cache=True)
+@njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
 def exp_phi12_into(A, h, EFF, ws):
     """``EFF = [E | F1 | F2]``: ``exp(hA)``, ``h phi1(hA)`` and ``h^2 phi2(hA)``.
 

@@ -43,7 +43,7 @@ __all__ = ["METHOD_CODES", "INTERP_CODES", "BRANCH_PBS", "BRANCH_EQUILIBRIUM", "
 i8 = types.int64
 
 
-@njit(f8(mat, mat, i8), cache=True)
+@njit(f8(mat, mat, i8), cache=True, _nrt=False)
 def _norm_diff(X, Y, kind):
     """``||X - Y||`` in the norm ``kind`` (see :func:`linalg.matrix_norm`) without a temporary."""
     n, m = X.shape
@@ -70,7 +70,7 @@ def _norm_diff(X, Y, kind):
     return best
 
 
-@njit(types.boolean(mat, mat), cache=True)
+@njit(types.boolean(mat, mat), cache=True, _nrt=False)
 def _finite_copy(X, Y):
     """Copy ``X`` into ``Y``; return whether every entry is finite.
 
@@ -88,7 +88,7 @@ def _finite_copy(X, Y):
     return bad == 0
 
 
-@njit(types.boolean(mat, mat), cache=True)
+@njit(types.boolean(mat, mat), cache=True, _nrt=False)
 def _same(X, Y):
     """Whether ``X`` and ``Y`` are equal entry by entry (stops at the first difference)."""
     n, m = X.shape
@@ -99,7 +99,7 @@ def _same(X, Y):
     return True
 
 
-@njit(types.boolean(mat, f8, mat, f8, f8, f8), cache=True)
+@njit(types.boolean(mat, f8, mat, f8, f8, f8), cache=True, _nrt=False)
 def _reusable(X, h, Xc, hc, norm_c, tol):
     """Whether ``(X, h)`` is within ``tol`` (relative) of the cached ``(Xc, hc)``.
 
@@ -118,7 +118,7 @@ def _reusable(X, h, Xc, hc, norm_c, tol):
     return True
 
 
-@njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8), cache=True)
+@njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8), cache=True, _nrt=False)
 def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind):
     """Branch and number of sub-intervals for one grid interval (Algorithm 2's switch)."""
     if method == METHOD_EXP:

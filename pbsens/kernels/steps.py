@@ -16,7 +16,7 @@ from .linalg import matmul_into
 from .signatures import f8, mat
 
 
-@njit(types.void(mat, mat, mat, f8, mat, mat), cache=True)
+@njit(types.void(mat, mat, mat, f8, mat, mat), cache=True, _nrt=False)
 def pbs_apply_into(Pf, PbB, Bk, h, S, T2):
     """The last part of the PBS step (4.6): ``S <- Pf (S + (h/2)(B_k + PbB))``, in place.
 
@@ -47,7 +47,7 @@ def pbs_apply_into(Pf, PbB, Bk, h, S, T2):
     matmul_into(Pf, T2, S)
 
 
-@njit(types.void(mat, mat, mat, mat, f8, mat, mat, mat, mat, mat, mat), cache=True)
+@njit(types.void(mat, mat, mat, mat, f8, mat, mat, mat, mat, mat, mat), cache=True, _nrt=False)
 def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
     """One Peano-Baker series step (4.6) on ``[t_k, t_k + h]``, in place.
 
@@ -111,7 +111,7 @@ def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
 # 2nx x np array, so a step is one BLAS call instead of two plus a sum
 # --------------------------------------------------------------------------
 
-@njit(types.void(mat, mat, mat), cache=True)
+@njit(types.void(mat, mat, mat), cache=True, _nrt=False)
 def exp_step_stacked_into(EF, SB, S_next):
     """Exponential step (3.10) as one product: ``S_next = [E | F] [S_k; B_k]``.
 
@@ -136,7 +136,7 @@ def exp_step_stacked_into(EF, SB, S_next):
     matmul_into(EF, SB, S_next)
 
 
-@njit(types.void(mat, f8), cache=True)
+@njit(types.void(mat, f8), cache=True, _nrt=False)
 def exp2_prepare_inplace(EFF, h):
     """Turn ``[E | F1 | F2]`` into ``[E | F1 - F2/h | F2/h]`` for :func:`exp2_step_stacked_into`.
 
@@ -153,7 +153,7 @@ def exp2_prepare_inplace(EFF, h):
             EFF[i, un + j] -= g
 
 
-@njit(types.void(mat, mat, mat, mat), cache=True)
+@njit(types.void(mat, mat, mat, mat), cache=True, _nrt=False)
 def exp2_step_stacked_into(EG, SB, Bk1, S_next):
     """Second-order exponential step in two products:
     ``S_next = [E | F1 - F2/h] [S_k; B_k] + (F2/h) B_k+1``.
