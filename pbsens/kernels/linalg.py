@@ -217,7 +217,8 @@ def _fill(X, v):
 
 
 @njit(types.void(mat, mat), cache=True, _nrt=False)
-def _copy(src, dst):
+def copy_into(src, dst):
+    """``dst[...] = src`` for same-shape matrices, without allocation (nor a temporary)."""
     # Nested loops: ravel() would cost a helper call (~0.1 us) per use.
     n, m = src.shape
     for i in range(n):
@@ -684,7 +685,7 @@ def expm_into(A, out, ws):
             matmul_into(T5, T5, out)
         cur_in_out = not cur_in_out
     if not cur_in_out:
-        _copy(T5, out)
+        copy_into(T5, out)
 
 
 @njit(mat(mat), cache=True)
@@ -981,7 +982,7 @@ def exp_phi1_into(A, h, EF, ws):
         _add_cols_into(nxt, cur, n, 2 * n, 0.0, 0)   # F(2t) = F + E F
         cur, nxt = nxt, cur
     if s % 2 == 1:
-        _copy(cur, EF)
+        copy_into(cur, EF)
 
 
 @njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
@@ -1050,4 +1051,4 @@ def exp_phi12_into(A, h, EFF, ws):
         cur, nxt = nxt, cur
         t *= 2.0
     if s % 2 == 1:
-        _copy(cur, EFF)
+        copy_into(cur, EFF)

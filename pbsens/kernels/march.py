@@ -159,6 +159,135 @@ def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
+         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, mat, mat, tens), cache=True, _nrt=False)
+def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
+                interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
+                Ag, SB, Wn, Wp, V, EF, EFF, ws):
+    """The body of :func:`march`, given its work arrays (no allocation, no reference counting)."""
+    K, nx = X.shape
+    np_ = p.shape[0]
+    As0, As1 = Wn[0], Wn[1]          # Jacobians at refinement points (two alternating slots)
+    Bs0, Bs1 = Wp[0], Wp[1]
+    W0, W1 = Wn[2], Wn[3]
+    W2 = Wn[4]                       # Pf of the last PBS sub-step
+    T0 = Wp[2]                       # Pb B_k+1 of the last PBS sub-step
+    T1 = Wp[3]
+    Abar = Wn[5]
+    Ac = Wn[6]                       # the matrix the cached E, F (F2) belong to ...
+    hc = 0.0                         # ... with this step
+    norm_c = 0.0
+    have_exp = False
+    xs, colsum, fk, fk1 = V[0], V[1], V[2], V[3]
+
+    Ag0, Ag1 = Ag[0], Ag[1]
+    SB0, SB1 = SB[0], SB[1]
+    S_0, B_0 = SB0[:nx], SB0[nx:]    # views, taken once
+    S_1, B_1 = SB1[:nx], SB1[nx:]
+    linalg.copy_into(S, S_0)
+    jacs(t[0], X[0], p, c, Ag0, B_0)
+    if out_index[0] >= 0:
+        linalg.copy_into(S, S_out[out_index[0]])
+    for k in range(K - 1):
+        g = k % 2
+        if g == 0:
+            A0, A1, SBk, SBk1 = Ag0, Ag1, SB0, SB1
+            B0, B1, Sk, Sk1 = B_0, B_1, S_0, S_1
+        else:
+            A0, A1, SBk, SBk1 = Ag1, Ag0, SB1, SB0
+            B0, B1, Sk, Sk1 = B_1, B_0, S_1, S_0
+        jacs(t[k + 1], X[k + 1], p, c, A1, B1)
+        h = t[k + 1] - t[k]
+        if planned == 1:
+            b = np.int64(branch[k])
+            n = np.int64(n_int[k])
+        else:
+            b, n = _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind)
+            branch[k] = b
+            n_int[k] = n
+        reused[k] = 0
+        if b == BRANCH_PBS:
+            hs = h / n
+            if interp == INTERP_HERMITE and n > 1:
+                rhs(t[k], X[k], p, c, fk)
+                rhs(t[k + 1], X[k + 1], p, c, fk1)
+            Ap, Bp = A0, B0
+            # W2 = Pf and T0 = Pb B of the last sub-step; valid for the next one
+            # if both have equal Jacobians at their two ends (then all four agree).
+            # Sub-steps are compared only when the interval's ends agree (cheap gate:
+            # the comparisons cost ~0.3 us per sub-step on PKA, where they never match).
+            const_prev = False
+            check = _same(A0, A1) and _same(B0, B1)
+            for i in range(1, n + 1):
+                if i == n:                   # the last sub-step ends at the grid point
+                    An, Bn = A1, B1
+                else:
+                    s = i / n
+                    if interp == INTERP_DENSE:
+                        r = sub_offset[k] + i - 1
+                        for j in range(nx):
+                            xs[j] = X_sub[r, j]
+                    elif interp == INTERP_HERMITE:
+                        s2 = s * s
+                        s3 = s2 * s
+                        h00 = 2.0 * s3 - 3.0 * s2 + 1.0
+                        h10 = (s3 - 2.0 * s2 + s) * h
+                        h01 = -2.0 * s3 + 3.0 * s2
+                        h11 = (s3 - s2) * h
+                        for j in range(nx):
+                            xs[j] = h00 * X[k, j] + h10 * fk[j] + h01 * X[k + 1, j] + h11 * fk1[j]
+                    else:
+                        for j in range(nx):
+                            xs[j] = X[k, j] + s * (X[k + 1, j] - X[k, j])
+                    if i % 2 == 0:
+                        An, Bn = As0, Bs0
+                    else:
+                        An, Bn = As1, Bs1
+                    jacs(t[k] + i * hs, xs, p, c, An, Bn)
+                const = check and _same(Ap, An) and _same(Bp, Bn)
+                if const and const_prev:
+                    steps.pbs_apply_into(W2, T0, Bp, hs, Sk, T1)
+                    reused[k] = 1
+                else:
+                    steps.pbs_step_into(Ap, An, Bp, Bn, hs, Sk, W0, W1, W2, T0, T1)
+                const_prev = const
+                Ap, Bp = An, Bn
+            linalg.copy_into(Sk, Sk1)
+        else:
+            # exponential step: (3.10) with A_k, or exp2 with (A_k + A_k+1)/2; the matrix
+            # exponentiated is the key under which E, F (F2) are reused
+            second_order = method == METHOD_EXP2 or method == METHOD_PBSR2
+            if second_order:
+                for i in range(nx):
+                    for j in range(nx):
+                        Abar[i, j] = 0.5 * (A0[i, j] + A1[i, j])
+                key = Abar
+            else:
+                key = A0
+            if have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol):
+                reused[k] = 1
+            else:
+                if second_order:
+                    linalg.exp_phi12_into(key, h, EFF, ws)
+                    steps.exp2_prepare_inplace(EFF, h)
+                else:
+                    linalg.exp_phi1_into(key, h, EF, ws)
+                linalg.copy_into(key, Ac)
+                hc = h
+                norm_c = linalg.norm1_rowwise(key, colsum)
+                have_exp = True
+            if second_order:
+                steps.exp2_step_stacked_into(EFF, SBk, B1, Sk1)
+            else:
+                steps.exp_step_stacked_into(EF, SBk, Sk1)
+        if out_index[k + 1] >= 0:
+            if not _finite_copy(Sk1, S_out[out_index[k + 1]]):
+                linalg.copy_into(Sk1, S)
+                return k
+    linalg.copy_into(S_0 if (K - 1) % 2 == 0 else S_1, S)
+    return -1
+
+
+@njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
          f8, tens, i8vec, ivec, i8vec), cache=True)
 def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
           interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused):
@@ -201,139 +330,22 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     """
     K, nx = X.shape
     np_ = p.shape[0]
-    # ---- work arrays, allocated once
+    # ---- work arrays, allocated once; the loop runs in _march_loop, compiled without
+    # reference counting (every view taken or array rebound in a loop otherwise costs
+    # an atomic increment and decrement).
     Ag = np.empty((2, nx, nx))       # Jacobians at grid points k (slot g) and k+1 (slot 1-g)
     # [S_k; B_k] stacked in slot g, so that an exponential step is one product into
     # the S rows of slot 1-g (whose B rows hold B_k+1). B_k is SB[g][nx:].
     SB = np.empty((2, 2 * nx, np_))
-    As0 = np.empty((nx, nx))         # Jacobians at refinement points (two alternating slots)
-    Bs0 = np.empty((nx, np_))
-    As1 = np.empty((nx, nx))
-    Bs1 = np.empty((nx, np_))
-    # Separate arrays rather than slices of one: taking a slice in the loop costs a
-    # reference-count update (an atomic operation) every time.
-    W0 = np.empty((nx, nx))
-    W1 = np.empty((nx, nx))
-    W2 = np.empty((nx, nx))          # Pf of the last PBS sub-step
-    T0 = np.empty((nx, np_))         # Pb B_k+1 of the last PBS sub-step
-    T1 = np.empty((nx, np_))
+    Wn = np.empty((7, nx, nx))       # n x n work matrices (names in _march_loop)
+    Wp = np.empty((4, nx, np_))      # n x np work matrices
+    V = np.empty((4, nx))            # vectors
     EF = np.empty((nx, 2 * nx))      # [E | F] for the exp step
     EFF = np.empty((nx, 3 * nx))     # [E | F1 - F2/h | F2/h] for the exp2 step
-    Abar = np.empty((nx, nx))
-    Ac = np.empty((nx, nx))          # the matrix the cached E, F (F2) belong to ...
-    hc = 0.0                         # ... with this step
-    norm_c = 0.0
-    have_exp = False
     ws = linalg.workspace(nx)
-    xs = np.empty(nx)
-    colsum = np.empty(nx)
-    fk = np.empty(nx)
-    fk1 = np.empty(nx)
-
-    Ag0, Ag1 = Ag[0], Ag[1]
-    SB0, SB1 = SB[0], SB[1]
-    S_0, B_0 = SB0[:nx], SB0[nx:]    # views, taken once
-    S_1, B_1 = SB1[:nx], SB1[nx:]
-    S_0[:, :] = S
-    jacs(t[0], X[0], p, c, Ag0, B_0)
-    if out_index[0] >= 0:
-        S_out[out_index[0]] = S
-    for k in range(K - 1):
-        g = k % 2
-        if g == 0:
-            A0, A1, SBk, SBk1 = Ag0, Ag1, SB0, SB1
-            B0, B1, Sk, Sk1 = B_0, B_1, S_0, S_1
-        else:
-            A0, A1, SBk, SBk1 = Ag1, Ag0, SB1, SB0
-            B0, B1, Sk, Sk1 = B_1, B_0, S_1, S_0
-        jacs(t[k + 1], X[k + 1], p, c, A1, B1)
-        h = t[k + 1] - t[k]
-        if planned == 1:
-            b = np.int64(branch[k])
-            n = np.int64(n_int[k])
-        else:
-            b, n = _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind)
-            branch[k] = b
-            n_int[k] = n
-        reused[k] = 0
-        if b == BRANCH_PBS:
-            hs = h / n
-            if interp == INTERP_HERMITE and n > 1:
-                rhs(t[k], X[k], p, c, fk)
-                rhs(t[k + 1], X[k + 1], p, c, fk1)
-            Ap, Bp = A0, B0
-            # W2 = Pf and T0 = Pb B of the last sub-step; valid for the next one
-            # if both have equal Jacobians at their two ends (then all four agree).
-            # Sub-steps are compared only when the interval's ends agree (cheap gate:
-            # the comparisons cost ~0.3 us per sub-step on PKA, where they never match).
-            const_prev = False
-            check = _same(A0, A1) and _same(B0, B1)
-            for i in range(1, n + 1):
-                if i == n:                   # the last sub-step ends at the grid point
-                    An, Bn = A1, B1
-                else:
-                    s = i / n
-                    if interp == INTERP_DENSE:
-                        xs[:] = X_sub[sub_offset[k] + i - 1]
-                    elif interp == INTERP_HERMITE:
-                        s2 = s * s
-                        s3 = s2 * s
-                        h00 = 2.0 * s3 - 3.0 * s2 + 1.0
-                        h10 = (s3 - 2.0 * s2 + s) * h
-                        h01 = -2.0 * s3 + 3.0 * s2
-                        h11 = (s3 - s2) * h
-                        for j in range(nx):
-                            xs[j] = h00 * X[k, j] + h10 * fk[j] + h01 * X[k + 1, j] + h11 * fk1[j]
-                    else:
-                        for j in range(nx):
-                            xs[j] = X[k, j] + s * (X[k + 1, j] - X[k, j])
-                    if i % 2 == 0:
-                        An, Bn = As0, Bs0
-                    else:
-                        An, Bn = As1, Bs1
-                    jacs(t[k] + i * hs, xs, p, c, An, Bn)
-                const = check and _same(Ap, An) and _same(Bp, Bn)
-                if const and const_prev:
-                    steps.pbs_apply_into(W2, T0, Bp, hs, Sk, T1)
-                    reused[k] = 1
-                else:
-                    steps.pbs_step_into(Ap, An, Bp, Bn, hs, Sk, W0, W1, W2, T0, T1)
-                const_prev = const
-                Ap, Bp = An, Bn
-            Sk1[:, :] = Sk
-        else:
-            # exponential step: (3.10) with A_k, or exp2 with (A_k + A_k+1)/2; the matrix
-            # exponentiated is the key under which E, F (F2) are reused
-            second_order = method == METHOD_EXP2 or method == METHOD_PBSR2
-            if second_order:
-                for i in range(nx):
-                    for j in range(nx):
-                        Abar[i, j] = 0.5 * (A0[i, j] + A1[i, j])
-                key = Abar
-            else:
-                key = A0
-            if have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol):
-                reused[k] = 1
-            else:
-                if second_order:
-                    linalg.exp_phi12_into(key, h, EFF, ws)
-                    steps.exp2_prepare_inplace(EFF, h)
-                else:
-                    linalg.exp_phi1_into(key, h, EF, ws)
-                Ac[:, :] = key
-                hc = h
-                norm_c = linalg.norm1_rowwise(key, colsum)
-                have_exp = True
-            if second_order:
-                steps.exp2_step_stacked_into(EFF, SBk, B1, Sk1)
-            else:
-                steps.exp_step_stacked_into(EF, SBk, Sk1)
-        if out_index[k + 1] >= 0:
-            if not _finite_copy(Sk1, S_out[out_index[k + 1]]):
-                S[:, :] = Sk1
-                return k
-    S[:, :] = S_0 if (K - 1) % 2 == 0 else S_1
-    return -1
+    return _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
+                       interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
+                       Ag, SB, Wn, Wp, V, EF, EFF, ws)
 
 
 class _Compiled(types.WrapperAddressProtocol):
