@@ -770,8 +770,8 @@ def test_reference_march_branches():
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (2, 3, 4), (6, 6, 6), (7, 11, 13), (21, 21, 42), (21, 42, 59)])
-@pytest.mark.parametrize("beta", [0.0, 1.0, -0.5])
-def test_gemm_into_views(m, k, n, beta):
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (1.0, 1.0), (0.3, -0.5)])
+def test_gemm_into_views(m, k, n, alpha, beta):
     """Blocks of larger arrays (the march's [E | F] layout) against NumPy's product."""
     from pbsens.kernels.blas import gemm_into
     rng = np.random.default_rng(m * 100 + k * 10 + n)
@@ -779,11 +779,11 @@ def test_gemm_into_views(m, k, n, beta):
     B = rng.standard_normal((k, 2 * n))[:, n:]
     Cbig = rng.standard_normal((m, n + 5))
     C = Cbig[:, 2:n + 2]
-    expected = A @ B + (beta * C if beta != 0.0 else 0.0)
+    expected = alpha * (A @ B) + (beta * C if beta != 0.0 else 0.0)
     if beta == 0.0:
         C[...] = np.nan  # beta = 0 ignores the output's contents, NaN included
     before = Cbig.copy()
-    gemm_into(A, B, C, beta)
+    gemm_into(A, B, C, alpha, beta)
     assert np.allclose(C, expected, rtol=1e-13, atol=1e-13)
     # columns outside the view are untouched
     assert np.array_equal(Cbig[:, :2], before[:, :2]) and np.array_equal(Cbig[:, n + 2:], before[:, n + 2:])
@@ -792,6 +792,6 @@ def test_gemm_into_views(m, k, n, beta):
 def test_gemm_into_rejects_bad_input():
     from pbsens.kernels.blas import gemm_into
     with pytest.raises(ValueError, match="shapes"):
-        gemm_into(np.ones((3, 4)), np.ones((5, 2)), np.ones((3, 2)), 0.0)
+        gemm_into(np.ones((3, 4)), np.ones((5, 2)), np.ones((3, 2)), 1.0, 0.0)
     with pytest.raises(ValueError, match="contiguous"):
-        gemm_into(np.ones((30, 30))[:, ::2], np.ones((15, 30)), np.ones((30, 30)), 0.0)
+        gemm_into(np.ones((30, 30))[:, ::2], np.ones((15, 30)), np.ones((30, 30)), 1.0, 0.0)

@@ -1,4 +1,4 @@
-"""Matrix products on row-major views: ``C = A @ B + beta C`` through BLAS ``dgemm``.
+"""Matrix products on row-major views: ``C = alpha A @ B + beta C`` through BLAS ``dgemm``.
 
 ``np.dot(A, B, out)`` in numba takes C-contiguous matrices only and always
 overwrites ``out``. The kernels often need a product of blocks of a larger
@@ -57,8 +57,8 @@ def _xxgemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, 
     return sig, codegen
 
 
-@njit(types.void(amat, amat, amat, f8), cache=True, _nrt=False)
-def _gemm_loops(A, B, C, beta):
+@njit(types.void(amat, amat, amat, f8, f8), cache=True, _nrt=False)
+def _gemm_loops(A, B, C, alpha, beta):
     m, k = A.shape
     n = B.shape[1]
     for i in range(m):
@@ -66,12 +66,12 @@ def _gemm_loops(A, B, C, beta):
             s = 0.0
             for l in range(k):
                 s += A[i, l] * B[l, j]
-            C[i, j] = s if beta == 0.0 else s + beta * C[i, j]
+            C[i, j] = alpha * s if beta == 0.0 else alpha * s + beta * C[i, j]
 
 
-@njit(types.void(amat, amat, amat, f8), cache=True, _nrt=False)
-def gemm_into(A, B, C, beta):
-    """``C = A @ B + beta C`` without allocation, for row-major views.
+@njit(types.void(amat, amat, amat, f8, f8), cache=True, _nrt=False)
+def gemm_into(A, B, C, alpha, beta):
+    """``C = alpha A @ B + beta C`` without allocation, for row-major views.
 
     Parameters
     ----------
@@ -80,7 +80,7 @@ def gemm_into(A, B, C, beta):
     C : ndarray, shape (m, n), float64
         Output; must not share memory with ``A`` or ``B``. With ``beta == 0``
         its contents on entry are ignored (not multiplied: NaN does not leak).
-    beta : float
+    alpha, beta : float
 
     All three may be views into larger arrays (e.g. ``X[:, :n]``) as long as
     each row is contiguous: ``strides[1] == 8`` and ``strides[0]`` a positive
@@ -93,7 +93,7 @@ def gemm_into(A, B, C, beta):
     if m == 0 or n == 0:
         return
     if k == 0 or m * k * n <= _SMALL_PRODUCT:
-        _gemm_loops(A, B, C, beta)
+        _gemm_loops(A, B, C, alpha, beta)
         return
     for X in (A, B, C):
         if X.strides[1] != 8 or X.strides[0] % 8 != 0 or X.strides[0] < 8 * X.shape[1]:
@@ -102,5 +102,5 @@ def gemm_into(A, B, C, beta):
     ldb = B.strides[0] // 8
     ldc = C.strides[0] // 8
     # Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
-    if _xxgemm(_N, _N, n, m, k, 1.0, B.ctypes.data, ldb, A.ctypes.data, lda, beta, C.ctypes.data, ldc) != 0:
+    if _xxgemm(_N, _N, n, m, k, alpha, B.ctypes.data, ldb, A.ctypes.data, lda, beta, C.ctypes.data, ldc) != 0:
         raise RuntimeError("gemm_into: BLAS dgemm is not available (scipy.linalg.cython_blas)")

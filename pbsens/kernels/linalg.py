@@ -192,7 +192,7 @@ def matmul_into(A, B, out):
     if n * m * k <= _SMALL_PRODUCT:
         _matmul_loops(A, B, out)
     else:
-        gemm_into(A, B, out, 0.0)
+        gemm_into(A, B, out, 1.0, 0.0)
 
 
 # --------------------------------------------------------------------------
@@ -852,11 +852,11 @@ def _paterson_stockmeyer_into(P, q, c, m, out, acc, tmp):
             curf[i] += extra * zqf[i]
     for lev in range(top - 1, 0, -1):
         _chunk_into(nxtf, Pf, c, lev * q, q, 0, n)
-        gemm_into(zq, cur, nxt, 1.0)
+        gemm_into(zq, cur, nxt, 1.0, 1.0)
         cur, nxt = nxt, cur
         curf, nxtf = nxtf, curf
     _chunk_into(outf, Pf, c, 0, q, 0, n)
-    gemm_into(zq, cur, out, 1.0)
+    gemm_into(zq, cur, out, 1.0, 1.0)
 
 
 # Index of m = 9 in the table: the first degree with m + 1 >= 6, for which the
@@ -971,14 +971,14 @@ def exp_phi1_into(A, h, EF, ws):
     P = ws[4]
     _paterson_stockmeyer_into(ws, q, _C_PHI1, m, P, ws[5], ws[6])  # P = phi1(Z)
     E = EF[:, :n]
-    gemm_into(Z, P, E, 0.0)
+    gemm_into(Z, P, E, 1.0, 0.0)
     for i in range(n):
         E[i, i] += 1.0                   # E = I + Z phi1(Z) = exp(Z)
     _set_cols_scaled(EF, n, P, h * 2.0 ** (-s))   # F = t phi1(Z), t = h/2^s
     cur = EF
     nxt = ws[5:7].reshape((n, 2 * n))   # P, ws[5], ws[6] are free from here on
     for _ in range(s):
-        gemm_into(cur[:, :n], cur, nxt, 0.0)   # [E^2 | E F]
+        gemm_into(cur[:, :n], cur, nxt, 1.0, 0.0)   # [E^2 | E F]
         _add_cols_into(nxt, cur, n, 2 * n, 0.0, 0)   # F(2t) = F + E F
         cur, nxt = nxt, cur
     if s % 2 == 1:
@@ -1032,11 +1032,11 @@ def exp_phi12_into(A, h, EFF, ws):
     P = ws[4]
     _paterson_stockmeyer_into(ws, q, _C_PHI2, m, P, ws[5], ws[6])  # P = phi2(Z)
     Q = ws[5]
-    gemm_into(Z, P, Q, 0.0)
+    gemm_into(Z, P, Q, 1.0, 0.0)
     for i in range(n):
         Q[i, i] += 1.0                   # Q = phi1(Z) = I + Z phi2(Z)
     E = EFF[:, :n]
-    gemm_into(Z, Q, E, 0.0)
+    gemm_into(Z, Q, E, 1.0, 0.0)
     for i in range(n):
         E[i, i] += 1.0                   # E = exp(Z) = I + Z phi1(Z)
     t = h * 2.0 ** (-s)
@@ -1045,7 +1045,7 @@ def exp_phi12_into(A, h, EFF, ws):
     cur = EFF
     nxt = ws[4:7].reshape((n, 3 * n))   # P, ws[5], ws[6] are free from here on
     for _ in range(s):
-        gemm_into(cur[:, :n], cur, nxt, 0.0)   # [E^2 | E F1 | E F2]
+        gemm_into(cur[:, :n], cur, nxt, 1.0, 0.0)   # [E^2 | E F1 | E F2]
         _add_cols_into(nxt, cur, 2 * n, 3 * n, t, n)  # F2(2t) = (I + E) F2 + t F1
         _add_cols_into(nxt, cur, n, 2 * n, 0.0, 0)     # F1(2t) = (I + E) F1
         cur, nxt = nxt, cur

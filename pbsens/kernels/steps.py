@@ -75,34 +75,29 @@ def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
     S : ndarray, shape (nx, np)
         ``S_k`` on entry, ``S_k+1`` on exit.
     W1, W2, W3 : ndarray, shape (nx, nx)
-        Work arrays (``I1``, ``I2``, ``Pb`` then ``Pf``); ``Pf`` is left in ``W3``.
+        Work arrays (``I1``; ``I2`` then ``Pb``; ``Pf``); ``Pf`` is left in ``W3``.
     T1, T2 : ndarray, shape (nx, np)
         Work arrays (``Pb B_k+1``, left in ``T1``, and the bracket).
     """
     nx = S.shape[0]
-    npar = S.shape[1]
     hh = 0.5 * h
     # I1 = (h/2)(A_k + A_k+1)
     for i in range(nx):
         for j in range(nx):
             W1[i, j] = hh * (Ak[i, j] + Ak1[i, j])
     # I2 = (h/2) A_k+1 I1                                     (product 1)
-    matmul_into(Ak1, W1, W2)
+    gemm_into(Ak1, W1, W2, hh, 0.0)
+    # Pb = I - I1 + I2 (into W2, over I2), Pf = I + I1 + I2 (into W3), one pass
     for i in range(nx):
         for j in range(nx):
-            W2[i, j] *= hh
-    # Pb = I - I1 + I2
-    for i in range(nx):
-        for j in range(nx):
-            W3[i, j] = W2[i, j] - W1[i, j]
+            i1 = W1[i, j]
+            i2 = W2[i, j]
+            W2[i, j] = i2 - i1
+            W3[i, j] = i2 + i1
+        W2[i, i] += 1.0
         W3[i, i] += 1.0
     # T1 = Pb B_k+1                                            (product 2)
-    matmul_into(W3, Bk1, T1)
-    # Pf = I + I1 + I2
-    for i in range(nx):
-        for j in range(nx):
-            W3[i, j] = W1[i, j] + W2[i, j]
-        W3[i, i] += 1.0
+    matmul_into(W2, Bk1, T1)
     pbs_apply_into(W3, T1, Bk, h, S, T2)
 
 
@@ -178,5 +173,5 @@ def exp2_step_stacked_into(EG, SB, Bk1, S_next):
         Output ``S_k+1``; must not share memory with the inputs.
     """
     nx = S_next.shape[0]
-    gemm_into(EG[:, :2 * nx], SB, S_next, 0.0)
-    gemm_into(EG[:, 2 * nx:], Bk1, S_next, 1.0)
+    gemm_into(EG[:, :2 * nx], SB, S_next, 1.0, 0.0)
+    gemm_into(EG[:, 2 * nx:], Bk1, S_next, 1.0, 1.0)
