@@ -178,18 +178,25 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
 
     # ---- output times: grid points, merged from dense output if needed
     if t_eval is not None:
-        te = check_t_eval(t_eval, (t[0], t[-1]))
-        idx = np.searchsorted(t, te)
-        idx_c = np.minimum(idx, t.size - 1)
-        missing = t[idx_c] != te
-        if np.any(missing):
+        from .kernels import checks
+        try:
+            te = np.ascontiguousarray(t_eval, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            te = None
+        out_index = np.empty(t.size, dtype=np.int64)
+        n_missing = checks.locate_outputs(t, te, out_index) if te is not None and te.size else -1
+        if n_missing < 0:
+            check_t_eval(t_eval, (t[0], t[-1]))   # raises the message that names the argument
+            raise PbsensError(f"'t_eval' is not valid for the grid [{t[0]}, {t[-1]}]")  # not reached
+        if n_missing > 0:
             if sol is None:
-                raise PbsensError(f"'t_eval': {int(missing.sum())} time(s) (first {te[missing][0]:.6g}) are not "
+                missing = ~np.isin(te, t)
+                raise PbsensError(f"'t_eval': {n_missing} time(s) (first {te[missing][0]:.6g}) are not "
                                   "points of the trajectory's grid; pass them to solve_states(t_eval=...) or "
                                   "give a Trajectory with dense output")
             t, x, idx = merge_grid(t, x, te, sol)
-        out_index = np.full(t.size, -1, dtype=np.int64)
-        out_index[idx] = np.arange(te.size)
+            out_index = np.full(t.size, -1, dtype=np.int64)
+            out_index[idx] = np.arange(te.size)
         t_out = te
     else:
         out_index = np.arange(t.size, dtype=np.int64)

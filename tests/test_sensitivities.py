@@ -302,3 +302,36 @@ def test_nonfinite_jacobian_raises(tmp_path):
     x = np.array([[1.0], [0.5], [0.0], [0.0], [0.0]])   # dA/dx = -k/(2 sqrt(x)) = -inf at 0
     with pytest.raises(pbsens.PbsensError, match="NaN/inf"):
         sensitivities(m, (t, x), method="exp")
+
+
+@pytest.mark.parametrize("t_eval,message", [
+    ([0.1, np.nan], "NaN or inf"),
+    ([0.5, 0.2], "strictly increasing"),
+    ([0.2, 0.2], "strictly increasing"),
+    ([0.5, 2.0], "inside t_span"),
+    ([-0.1, 0.5], "inside t_span"),
+    ([], "empty"),
+    ("abc", "array of times"),
+])
+def test_bad_t_eval_is_named(chua, t_eval, message):
+    tr = pbsens.solve_states(chua, (0, 1), dense_output=True)
+    with pytest.raises(pbsens.PbsensError, match=f"'t_eval'.*{message}"):
+        sensitivities(chua, tr, t_eval=t_eval)
+
+
+def test_locate_outputs_against_searchsorted():
+    """The compiled merge pass against NumPy: exact matches marked, misses counted."""
+    from pbsens.kernels import checks
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        t = np.cumsum(rng.uniform(0.01, 1.0, rng.integers(2, 40)))
+        pick = np.sort(rng.choice(t.size, rng.integers(1, t.size + 1), replace=False))
+        extra = rng.uniform(t[0], t[-1], rng.integers(0, 4))
+        te = np.unique(np.concatenate([t[pick], extra]))
+        out = np.full(t.size, 7, dtype=np.int64)
+        n_missing = checks.locate_outputs(t, te, out)
+        expected = np.full(t.size, -1, dtype=np.int64)
+        on_grid = np.isin(te, t)
+        expected[np.searchsorted(t, te[on_grid])] = np.flatnonzero(on_grid)
+        assert n_missing == int((~on_grid).sum())
+        assert np.array_equal(out, expected)
