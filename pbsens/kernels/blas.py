@@ -84,7 +84,8 @@ def gemm_into(A, B, C, alpha, beta):
 
     All three may be views into larger arrays (e.g. ``X[:, :n]``) as long as
     each row is contiguous: ``strides[1] == 8`` and ``strides[0]`` a positive
-    multiple of 8 of at least ``8 * shape[1]``; otherwise ``ValueError``.
+    multiple of 8 of at least ``8 * shape[1]``; otherwise ``ValueError``
+    (tiny products, computed by loops, accept any strides).
     """
     m, k = A.shape
     n = B.shape[1]
