@@ -15,6 +15,17 @@ GRID_NOT_FINITE = 1
 GRID_NOT_INCREASING = 2
 
 
+@njit(types.boolean(vec), cache=True, _nrt=False)
+def _all_finite(v):
+    # x - x is 0 for finite x and NaN otherwise; an integer OR without an early
+    # exit keeps the loop vectorisable.
+    bad = 0
+    for k in range(v.shape[0]):
+        a = v[k]
+        bad |= (a - a) != 0.0
+    return bad == 0
+
+
 @njit(types.int64(vec, mat), cache=True, _nrt=False)
 def grid_status(t, x):
     """``GRID_OK`` if ``t`` is strictly increasing and ``t``, ``x`` are finite.
@@ -23,17 +34,11 @@ def grid_status(t, x):
     ``GRID_NOT_INCREASING``. ``x`` has one row per time; its shape is the
     caller's to check.
     """
-    bad = 0
-    for k in range(t.shape[0]):
-        v = t[k]
-        bad |= (v - v) != 0.0
-    n, m = x.shape
-    for i in range(n):
-        for j in range(m):
-            v = x[i, j]
-            bad |= (v - v) != 0.0
-    if bad:
+    if not _all_finite(t):
         return GRID_NOT_FINITE
+    for i in range(x.shape[0]):
+        if not _all_finite(x[i]):
+            return GRID_NOT_FINITE
     for k in range(t.shape[0] - 1):
         if not t[k + 1] > t[k]:
             return GRID_NOT_INCREASING
@@ -59,11 +64,7 @@ def locate_outputs(t, te, out_index):
     both arrays.
     """
     n = te.shape[0]
-    bad = 0
-    for j in range(n):
-        v = te[j]
-        bad |= (v - v) != 0.0
-    if bad:
+    if not _all_finite(te):
         return TIMES_NOT_FINITE
     for j in range(n - 1):
         if not te[j + 1] > te[j]:

@@ -47,7 +47,7 @@ import math
 import numpy as np
 from numba import njit, types
 
-from .blas import gemm_into
+from .blas import SMALL_PRODUCT, gemm_into, gemm_loops
 from .signatures import f8, mat, tens, vec
 
 i8 = types.int64
@@ -72,15 +72,6 @@ NWS = 7
 
 _U = 2.0 ** -53  # unit roundoff of IEEE double precision
 
-# Products (n, m) @ (m, k) with n*m*k up to this use plain loops, larger ones
-# BLAS dgemm through np.dot. Measured on this machine (Xeon, AVX-512, OpenBLAS
-# 0.3.31, numba 0.68), microseconds per n x n product, median of 7 runs:
-#     n       3      11     21     42     100
-#     loops   0.03   0.61   3.0    14     190     (best of several loop orders)
-#     np.dot  0.14   0.25   0.65   3.0    33
-# The crossover is between n = 6 (loops 0.12, dot 0.14) and n = 8 (0.22 vs
-# 0.16): LLVM does not turn the loops into FMA kernels, so BLAS wins early.
-_SMALL_PRODUCT = 216
 
 
 # --------------------------------------------------------------------------
@@ -142,32 +133,6 @@ def matrix_norm(A, kind):
 
 
 @njit(types.void(mat, mat, mat), cache=True, _nrt=False)
-def _matmul_loops(A, B, out):
-    # Two rows of ``out`` per sweep, accumulated in registers: the fastest of
-    # the loop orders tried for tiny matrices (see _SMALL_PRODUCT).
-    n, m = A.shape
-    k = B.shape[1]
-    i = 0
-    while i + 1 < n:
-        for j in range(k):
-            s0 = 0.0
-            s1 = 0.0
-            for l in range(m):
-                b = B[l, j]
-                s0 += A[i, l] * b
-                s1 += A[i + 1, l] * b
-            out[i, j] = s0
-            out[i + 1, j] = s1
-        i += 2
-    if i < n:
-        for j in range(k):
-            s0 = 0.0
-            for l in range(m):
-                s0 += A[i, l] * B[l, j]
-            out[i, j] = s0
-
-
-@njit(types.void(mat, mat, mat), cache=True, _nrt=False)
 def matmul_into(A, B, out):
     """``out = A @ B`` without allocation.
 
@@ -183,14 +148,14 @@ def matmul_into(A, B, out):
     Tiny products (``n*m*k <= 216``) use register-blocked loops, larger ones
     BLAS ``dgemm`` (through :func:`~pbsens.kernels.blas.gemm_into`, the routine
     ``np.dot`` calls, but usable without numba's reference counting); the
-    threshold comes from the timings in the comment at ``_SMALL_PRODUCT``.
+    threshold comes from the timings at ``blas.SMALL_PRODUCT``.
     """
     n, m = A.shape
     k = B.shape[1]
     if B.shape[0] != m or out.shape[0] != n or out.shape[1] != k:
         raise ValueError("matmul_into: shapes do not match")
-    if n * m * k <= _SMALL_PRODUCT:
-        _matmul_loops(A, B, out)
+    if n * m * k <= SMALL_PRODUCT:
+        gemm_loops(A, B, out, 1.0, 0.0)   # the C-contiguous compilation: no stride loads
     else:
         gemm_into(A, B, out, 1.0, 0.0)
 
@@ -232,15 +197,6 @@ def _scale(X, a):
     for i in range(n):
         for j in range(m):
             X[i, j] *= a
-
-
-@njit(types.void(mat, mat), cache=True, _nrt=False)
-def _add_into(X, Y):
-    # X += Y
-    n, m = X.shape
-    for i in range(n):
-        for j in range(m):
-            X[i, j] += Y[i, j]
 
 
 @njit(types.void(mat, mat, i8, i8, f8, i8), cache=True, _nrt=False)

@@ -328,7 +328,7 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
         -1 on success; otherwise the index ``k`` of the first interval after which
         ``S`` was not finite (the caller raises).
     """
-    K, nx = X.shape
+    nx = X.shape[1]
     np_ = p.shape[0]
     # ---- work arrays, allocated once; the loop runs in _march_loop, compiled without
     # reference counting (every view taken or array rebound in a loop otherwise costs
