@@ -10,6 +10,7 @@ import os
 import sys
 import zlib
 
+import numba
 import numpy as np
 import pytest
 import scipy.linalg
@@ -19,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pbsens.kernels import linalg as L  # noqa: E402
 from pbsens.kernels import steps as St  # noqa: E402
+from pbsens.kernels.views import flat  # noqa: E402
 import reference as R  # noqa: E402
 
 U = 2.0 ** -53
@@ -795,3 +797,28 @@ def test_gemm_into_rejects_bad_input():
         gemm_into(np.ones((3, 4)), np.ones((5, 2)), np.ones((3, 2)), 1.0, 0.0)
     with pytest.raises(ValueError, match="contiguous"):
         gemm_into(np.ones((30, 30))[:, ::2], np.ones((15, 30)), np.ones((30, 30)), 1.0, 0.0)
+
+
+@numba.njit
+def _flat_roundtrip(A, k, value):
+    v = flat(A)
+    v[k] = value
+    return v.shape[0], v.sum()
+
+
+def test_flat_view_shares_memory_in_row_major_order():
+    # 2-D and 3-D arrays, and a block of rows of a larger array (as the march uses)
+    big = np.arange(60.0).reshape(2, 6, 5)
+    for A in (np.arange(12.0).reshape(3, 4), np.arange(24.0).reshape(2, 3, 4), big[1][2:5]):
+        expected = A.ravel().copy()
+        expected[7] = -1.0
+        size, total = _flat_roundtrip(A, 7, -1.0)
+        assert size == A.size
+        assert total == expected.sum()
+        np.testing.assert_array_equal(A.ravel(), expected)   # the write went through
+    assert big[1][3, 2] == -1.0 and np.count_nonzero(big == -1.0) == 1
+
+
+def test_flat_view_refuses_non_contiguous_arrays():
+    with pytest.raises(numba.core.errors.TypingError):
+        _flat_roundtrip(np.ones((4, 4))[:, ::2], 0, 1.0)

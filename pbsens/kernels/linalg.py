@@ -49,6 +49,7 @@ from numba import njit, types
 
 from .blas import SMALL_PRODUCT, gemm_into, gemm_loops
 from .signatures import f8, mat, tens, vec
+from .views import flat
 
 i8 = types.int64
 # Module-level numpy arrays are frozen into the compiled code as read-only.
@@ -184,19 +185,16 @@ def _fill(X, v):
 @njit(types.void(mat, mat), cache=True, _nrt=False)
 def copy_into(src, dst):
     """``dst[...] = src`` for same-shape matrices, without allocation (nor a temporary)."""
-    # Nested loops: ravel() would cost a helper call (~0.1 us) per use.
-    n, m = src.shape
-    for i in range(n):
-        for j in range(m):
-            dst[i, j] = src[i, j]
+    s, d = flat(src), flat(dst)
+    for i in range(s.shape[0]):
+        d[i] = s[i]
 
 
 @njit(types.void(mat, f8), cache=True, _nrt=False)
 def _scale(X, a):
-    n, m = X.shape
-    for i in range(n):
-        for j in range(m):
-            X[i, j] *= a
+    x = flat(X)
+    for i in range(x.shape[0]):
+        x[i] *= a
 
 
 @njit(types.void(mat, mat, i8, i8, f8, i8), cache=True, _nrt=False)

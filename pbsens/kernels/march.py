@@ -36,6 +36,7 @@ from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRA
                     INTERP_CODES, INTERP_DENSE, INTERP_HERMITE, METHOD_CODES, METHOD_EXP, METHOD_EXP2,
                     METHOD_PBS, METHOD_PBSR2)
 from .signatures import f8, i8vec, ivec, jacs_fn, jacs_fn_sig, mat, tens, vec, vector_fn, vector_fn_sig
+from .views import flat
 
 __all__ = ["METHOD_CODES", "INTERP_CODES", "BRANCH_PBS", "BRANCH_EQUILIBRIUM", "BRANCH_STIFF",
            "BRANCH_EXP", "BRANCH_EXP2", "march", "plan", "bind"]
@@ -78,24 +79,22 @@ def _finite_copy(X, Y):
     without an early exit, so the loop vectorises (an early ``return`` on the
     first non-finite entry does not).
     """
-    n, m = X.shape
+    x, y = flat(X), flat(Y)
     bad = 0
-    for i in range(n):
-        for j in range(m):
-            v = X[i, j]
-            Y[i, j] = v
-            bad |= (v - v) != 0.0
+    for i in range(x.shape[0]):
+        v = x[i]
+        y[i] = v
+        bad |= (v - v) != 0.0
     return bad == 0
 
 
 @njit(types.boolean(mat, mat), cache=True, _nrt=False)
 def _same(X, Y):
     """Whether ``X`` and ``Y`` are equal entry by entry (stops at the first difference)."""
-    n, m = X.shape
-    for i in range(n):
-        for j in range(m):
-            if X[i, j] != Y[i, j]:
-                return False
+    x, y = flat(X), flat(Y)
+    for i in range(x.shape[0]):
+        if x[i] != y[i]:
+            return False
     return True
 
 
@@ -109,12 +108,11 @@ def _reusable(X, h, Xc, hc, norm_c, tol):
     """
     if not abs(h - hc) <= tol * abs(hc):     # written so that NaN is "not reusable"
         return False
-    n, m = X.shape
-    thr = tol * norm_c / n
-    for i in range(n):
-        for j in range(m):
-            if not abs(X[i, j] - Xc[i, j]) <= thr:
-                return False
+    thr = tol * norm_c / X.shape[0]
+    x, xc = flat(X), flat(Xc)
+    for i in range(x.shape[0]):
+        if not abs(x[i] - xc[i]) <= thr:
+            return False
     return True
 
 
@@ -257,9 +255,9 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
             # exponentiated is the key under which E, F (F2) are reused
             second_order = method == METHOD_EXP2 or method == METHOD_PBSR2
             if second_order:
-                for i in range(nx):
-                    for j in range(nx):
-                        Abar[i, j] = 0.5 * (A0[i, j] + A1[i, j])
+                a0, a1, abar = flat(A0), flat(A1), flat(Abar)
+                for i in range(abar.shape[0]):
+                    abar[i] = 0.5 * (a0[i] + a1[i])
                 key = Abar
             else:
                 key = A0

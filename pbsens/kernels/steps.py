@@ -14,6 +14,7 @@ from numba import njit, types
 from .blas import gemm_into
 from .linalg import matmul_into
 from .signatures import f8, mat
+from .views import flat
 
 
 @njit(types.void(mat, mat, mat, f8, mat, mat), cache=True, _nrt=False)
@@ -36,13 +37,11 @@ def pbs_apply_into(Pf, PbB, Bk, h, S, T2):
     T2 : ndarray, shape (nx, np)
         Work array.
     """
-    nx = S.shape[0]
-    npar = S.shape[1]
     hh = 0.5 * h
-    # T2 = S + (h/2)(B_k + Pb B_k+1)
-    for i in range(nx):
-        for j in range(npar):
-            T2[i, j] = S[i, j] + hh * (Bk[i, j] + PbB[i, j])
+    # T2 = S + (h/2)(B_k + Pb B_k+1), over flat views (vectorises; see views.flat)
+    s, b, pbb, t2 = flat(S), flat(Bk), flat(PbB), flat(T2)
+    for i in range(s.shape[0]):
+        t2[i] = s[i] + hh * (b[i] + pbb[i])
     # S = Pf T2                                                (product 3)
     matmul_into(Pf, T2, S)
 
@@ -81,19 +80,19 @@ def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
     """
     nx = S.shape[0]
     hh = 0.5 * h
+    a0, a1, w1, w2, w3 = flat(Ak), flat(Ak1), flat(W1), flat(W2), flat(W3)
     # I1 = (h/2)(A_k + A_k+1)
-    for i in range(nx):
-        for j in range(nx):
-            W1[i, j] = hh * (Ak[i, j] + Ak1[i, j])
+    for i in range(a0.shape[0]):
+        w1[i] = hh * (a0[i] + a1[i])
     # I2 = (h/2) A_k+1 I1                                     (product 1)
     gemm_into(Ak1, W1, W2, hh, 0.0)
     # Pb = I - I1 + I2 (into W2, over I2), Pf = I + I1 + I2 (into W3), one pass
+    for i in range(w1.shape[0]):
+        i1 = w1[i]
+        i2 = w2[i]
+        w2[i] = i2 - i1
+        w3[i] = i2 + i1
     for i in range(nx):
-        for j in range(nx):
-            i1 = W1[i, j]
-            i2 = W2[i, j]
-            W2[i, j] = i2 - i1
-            W3[i, j] = i2 + i1
         W2[i, i] += 1.0
         W3[i, i] += 1.0
     # T1 = Pb B_k+1                                            (product 2)
