@@ -822,3 +822,9 @@ def test_flat_view_shares_memory_in_row_major_order():
 def test_flat_view_refuses_non_contiguous_arrays():
     with pytest.raises(numba.core.errors.TypingError):
         _flat_roundtrip(np.ones((4, 4))[:, ::2], 0, 1.0)
+
+
+def test_inlined_gemm_is_for_compiled_code_only():
+    from pbsens.kernels.blas import gemm
+    with pytest.raises(TypeError, match="gemm_into"):
+        gemm(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2)), 1.0, 0.0)

@@ -47,7 +47,7 @@ import math
 import numpy as np
 from numba import njit, types
 
-from .blas import SMALL_PRODUCT, gemm_into, gemm_loops
+from .blas import gemm, gemm_into
 from .signatures import f8, mat, tens, vec
 from .views import flat
 
@@ -147,18 +147,16 @@ def matmul_into(A, B, out):
     Notes
     -----
     Tiny products (``n*m*k <= 216``) use register-blocked loops, larger ones
-    BLAS ``dgemm`` (through :func:`~pbsens.kernels.blas.gemm_into`, the routine
-    ``np.dot`` calls, but usable without numba's reference counting); the
-    threshold comes from the timings at ``blas.SMALL_PRODUCT``.
+    BLAS ``dgemm`` (:func:`~pbsens.kernels.blas.gemm`, the routine ``np.dot``
+    calls, but usable without numba's reference counting); the threshold comes
+    from the timings at ``blas.SMALL_PRODUCT``. The PBS and exponential steps
+    call ``blas.gemm`` directly, which numba inlines.
     """
     n, m = A.shape
     k = B.shape[1]
     if B.shape[0] != m or out.shape[0] != n or out.shape[1] != k:
         raise ValueError("matmul_into: shapes do not match")
-    if n * m * k <= SMALL_PRODUCT:
-        gemm_loops(A, B, out, 1.0, 0.0)   # the C-contiguous compilation: no stride loads
-    else:
-        gemm_into(A, B, out, 1.0, 0.0)
+    gemm(A, B, out, 1.0, 0.0)
 
 
 # --------------------------------------------------------------------------

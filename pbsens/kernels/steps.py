@@ -11,8 +11,7 @@ each other or with the inputs.
 import numpy as np
 from numba import njit, types
 
-from .blas import gemm_into
-from .linalg import matmul_into
+from .blas import gemm
 from .signatures import f8, mat
 from .views import flat
 
@@ -43,7 +42,7 @@ def pbs_apply_into(Pf, PbB, Bk, h, S, T2):
     for i in range(s.shape[0]):
         t2[i] = s[i] + hh * (b[i] + pbb[i])
     # S = Pf T2                                                (product 3)
-    matmul_into(Pf, T2, S)
+    gemm(Pf, T2, S, 1.0, 0.0)
 
 
 @njit(types.void(mat, mat, mat, mat, f8, mat, mat, mat, mat, mat, mat), cache=True, _nrt=False)
@@ -85,7 +84,7 @@ def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
     for i in range(a0.shape[0]):
         w1[i] = hh * (a0[i] + a1[i])
     # I2 = (h/2) A_k+1 I1                                     (product 1)
-    gemm_into(Ak1, W1, W2, hh, 0.0)
+    gemm(Ak1, W1, W2, hh, 0.0)
     # Pb = I - I1 + I2 (into W2, over I2), Pf = I + I1 + I2 (into W3), one pass
     for i in range(w1.shape[0]):
         i1 = w1[i]
@@ -96,7 +95,7 @@ def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
         W2[i, i] += 1.0
         W3[i, i] += 1.0
     # T1 = Pb B_k+1                                            (product 2)
-    matmul_into(W2, Bk1, T1)
+    gemm(W2, Bk1, T1, 1.0, 0.0)
     pbs_apply_into(W3, T1, Bk, h, S, T2)
 
 
@@ -127,7 +126,7 @@ def exp_step_stacked_into(EF, SB, S_next):
     S_next : ndarray, shape (nx, np)
         Output ``S_k+1``; must not share memory with ``EF`` or ``SB``.
     """
-    matmul_into(EF, SB, S_next)
+    gemm(EF, SB, S_next, 1.0, 0.0)
 
 
 @njit(types.void(mat, f8), cache=True, _nrt=False)
@@ -172,5 +171,5 @@ def exp2_step_stacked_into(EG, SB, Bk1, S_next):
         Output ``S_k+1``; must not share memory with the inputs.
     """
     nx = S_next.shape[0]
-    gemm_into(EG[:, :2 * nx], SB, S_next, 1.0, 0.0)
-    gemm_into(EG[:, 2 * nx:], Bk1, S_next, 1.0, 1.0)
+    gemm(EG[:, :2 * nx], SB, S_next, 1.0, 0.0)
+    gemm(EG[:, 2 * nx:], Bk1, S_next, 1.0, 1.0)
