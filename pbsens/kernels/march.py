@@ -243,10 +243,10 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
                     jacs(t[k] + i * hs, xs, p, c, An, Bn)
                 const = check and _same(Ap, An) and _same(Bp, Bn)
                 if const and const_prev:
-                    steps.pbs_apply_into(W2, T0, Bp, hs, Sk, T1)
+                    steps.pbs_apply(W2, T0, Bp, hs, Sk, T1)
                     reused[k] = 1
                 else:
-                    steps.pbs_step_into(Ap, An, Bp, Bn, hs, Sk, W0, W1, W2, T0, T1)
+                    steps.pbs_step(Ap, An, Bp, Bn, hs, Sk, W0, W1, W2, T0, T1)
                 const_prev = const
                 Ap, Bp = An, Bn
             linalg.copy_into(Sk, Sk1)

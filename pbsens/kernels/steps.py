@@ -16,6 +16,18 @@ from .signatures import f8, mat
 from .views import flat
 
 
+@njit(inline="always")
+def pbs_apply(Pf, PbB, Bk, h, S, T2):
+    """:func:`pbs_apply_into`, inlined into the compiled caller (the march)."""
+    hh = 0.5 * h
+    # T2 = S + (h/2)(B_k + Pb B_k+1), over flat views (vectorises; see views.flat)
+    s, b, pbb, t2 = flat(S), flat(Bk), flat(PbB), flat(T2)
+    for i in range(s.shape[0]):
+        t2[i] = s[i] + hh * (b[i] + pbb[i])
+    # S = Pf T2                                                (product 3)
+    gemm(Pf, T2, S, 1.0, 0.0)
+
+
 @njit(types.void(mat, mat, mat, f8, mat, mat), cache=True, _nrt=False)
 def pbs_apply_into(Pf, PbB, Bk, h, S, T2):
     """The last part of the PBS step (4.6): ``S <- Pf (S + (h/2)(B_k + PbB))``, in place.
@@ -36,13 +48,33 @@ def pbs_apply_into(Pf, PbB, Bk, h, S, T2):
     T2 : ndarray, shape (nx, np)
         Work array.
     """
+    pbs_apply(Pf, PbB, Bk, h, S, T2)
+
+
+@njit(inline="always")
+def pbs_step(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
+    """:func:`pbs_step_into`, inlined into the compiled caller (the march: no call
+    with eleven array arguments per sub-step)."""
+    nx = S.shape[0]
     hh = 0.5 * h
-    # T2 = S + (h/2)(B_k + Pb B_k+1), over flat views (vectorises; see views.flat)
-    s, b, pbb, t2 = flat(S), flat(Bk), flat(PbB), flat(T2)
-    for i in range(s.shape[0]):
-        t2[i] = s[i] + hh * (b[i] + pbb[i])
-    # S = Pf T2                                                (product 3)
-    gemm(Pf, T2, S, 1.0, 0.0)
+    a0, a1, w1, w2, w3 = flat(Ak), flat(Ak1), flat(W1), flat(W2), flat(W3)
+    # I1 = (h/2)(A_k + A_k+1)
+    for i in range(a0.shape[0]):
+        w1[i] = hh * (a0[i] + a1[i])
+    # I2 = (h/2) A_k+1 I1                                     (product 1)
+    gemm(Ak1, W1, W2, hh, 0.0)
+    # Pb = I - I1 + I2 (into W2, over I2), Pf = I + I1 + I2 (into W3), one pass
+    for i in range(w1.shape[0]):
+        i1 = w1[i]
+        i2 = w2[i]
+        w2[i] = i2 - i1
+        w3[i] = i2 + i1
+    for i in range(nx):
+        W2[i, i] += 1.0
+        W3[i, i] += 1.0
+    # T1 = Pb B_k+1                                            (product 2)
+    gemm(W2, Bk1, T1, 1.0, 0.0)
+    pbs_apply(W3, T1, Bk, h, S, T2)
 
 
 @njit(types.void(mat, mat, mat, mat, f8, mat, mat, mat, mat, mat, mat), cache=True, _nrt=False)
@@ -77,26 +109,7 @@ def pbs_step_into(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2):
     T1, T2 : ndarray, shape (nx, np)
         Work arrays (``Pb B_k+1``, left in ``T1``, and the bracket).
     """
-    nx = S.shape[0]
-    hh = 0.5 * h
-    a0, a1, w1, w2, w3 = flat(Ak), flat(Ak1), flat(W1), flat(W2), flat(W3)
-    # I1 = (h/2)(A_k + A_k+1)
-    for i in range(a0.shape[0]):
-        w1[i] = hh * (a0[i] + a1[i])
-    # I2 = (h/2) A_k+1 I1                                     (product 1)
-    gemm(Ak1, W1, W2, hh, 0.0)
-    # Pb = I - I1 + I2 (into W2, over I2), Pf = I + I1 + I2 (into W3), one pass
-    for i in range(w1.shape[0]):
-        i1 = w1[i]
-        i2 = w2[i]
-        w2[i] = i2 - i1
-        w3[i] = i2 + i1
-    for i in range(nx):
-        W2[i, i] += 1.0
-        W3[i, i] += 1.0
-    # T1 = Pb B_k+1                                            (product 2)
-    gemm(W2, Bk1, T1, 1.0, 0.0)
-    pbs_apply_into(W3, T1, Bk, h, S, T2)
+    pbs_step(Ak, Ak1, Bk, Bk1, h, S, W1, W2, W3, T1, T2)
 
 
 # --------------------------------------------------------------------------
