@@ -828,3 +828,14 @@ def test_inlined_gemm_is_for_compiled_code_only():
     from pbsens.kernels.blas import gemm
     with pytest.raises(TypeError, match="gemm_into"):
         gemm(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2)), 1.0, 0.0)
+
+
+@pytest.mark.parametrize("shape", [(11, 11), (11, 35), (3, 2), (1, 1)])
+def test_switch_norms_match_numpy(shape):
+    from pbsens.kernels import march as M
+    rng = np.random.default_rng(sum(shape))
+    X, Y = rng.standard_normal(shape), rng.standard_normal(shape)
+    cs = np.full(max(shape), np.nan)      # work space: contents on entry must not matter
+    for kind, order in ((L.NORM_1, 1), (L.NORM_INF, np.inf), (L.NORM_FRO, "fro")):
+        np.testing.assert_allclose(M._norm_diff(X, Y, kind, cs), np.linalg.norm(X - Y, order), rtol=1e-14)
+        np.testing.assert_allclose(M._norm(X, kind, cs), np.linalg.norm(X, order), rtol=1e-14)

@@ -44,24 +44,30 @@ __all__ = ["METHOD_CODES", "INTERP_CODES", "BRANCH_PBS", "BRANCH_EQUILIBRIUM", "
 i8 = types.int64
 
 
-@njit(f8(mat, mat, i8), cache=True, _nrt=False)
-def _norm_diff(X, Y, kind):
-    """``||X - Y||`` in the norm ``kind`` (see :func:`linalg.matrix_norm`) without a temporary."""
+@njit(f8(mat, mat, i8, vec), cache=True, _nrt=False)
+def _norm_diff(X, Y, kind, colsum):
+    """``||X - Y||`` in the norm ``kind`` (see :func:`linalg.matrix_norm`) without a temporary.
+
+    ``colsum`` (length ``>= X.shape[1]``) is work space for the 1-norm, whose
+    column sums are accumulated row by row (contiguous, unlike a column walk).
+    """
     n, m = X.shape
     if kind == 2:
+        x, y = flat(X), flat(Y)
         s = 0.0
-        for i in range(n):
-            for j in range(m):
-                d = X[i, j] - Y[i, j]
-                s += d * d
+        for i in range(x.shape[0]):
+            d = x[i] - y[i]
+            s += d * d
         return math.sqrt(s)
     best = 0.0
     if kind == 0:
         for j in range(m):
-            s = 0.0
-            for i in range(n):
-                s += abs(X[i, j] - Y[i, j])
-            best = max(best, s)
+            colsum[j] = 0.0
+        for i in range(n):
+            for j in range(m):
+                colsum[j] += abs(X[i, j] - Y[i, j])
+        for j in range(m):
+            best = max(best, colsum[j])
     else:
         for i in range(n):
             s = 0.0
@@ -69,6 +75,14 @@ def _norm_diff(X, Y, kind):
                 s += abs(X[i, j] - Y[i, j])
             best = max(best, s)
     return best
+
+
+@njit(f8(mat, i8, vec), cache=True, _nrt=False)
+def _norm(X, kind, colsum):
+    """``||X||`` in the norm ``kind``; the 1-norm row by row in ``colsum`` (``linalg.norm1_rowwise``)."""
+    if kind == 0:
+        return linalg.norm1_rowwise(X, colsum)
+    return linalg.matrix_norm(X, kind)
 
 
 @njit(types.boolean(mat, mat), cache=True, _nrt=False)
@@ -116,14 +130,17 @@ def _reusable(X, h, Xc, hc, norm_c, tol):
     return True
 
 
-@njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8), cache=True, _nrt=False)
-def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind):
-    """Branch and number of sub-intervals for one grid interval (Algorithm 2's switch)."""
+@njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8, vec), cache=True, _nrt=False)
+def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, colsum):
+    """Branch and number of sub-intervals for one grid interval (Algorithm 2's switch).
+
+    ``colsum``: work vector of length ``>= max(nx, np)``.
+    """
     if method == METHOD_EXP:
         return BRANCH_EXP, 1
     if method == METHOD_EXP2:
         return BRANCH_EXP2, 1
-    nA = linalg.matrix_norm(A0, norm_kind)
+    nA = _norm(A0, norm_kind, colsum)
     c = n_factor * h * nA
     n = 1
     if c > 1.0:
@@ -132,8 +149,8 @@ def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind):
         return BRANCH_PBS, n
     if n > n_max:
         return BRANCH_STIFF, 1
-    if (_norm_diff(A1, A0, norm_kind) < eq_tol * nA
-            and _norm_diff(B1, B0, norm_kind) < eq_tol * linalg.matrix_norm(B0, norm_kind)):
+    if (_norm_diff(A1, A0, norm_kind, colsum) < eq_tol * nA
+            and _norm_diff(B1, B0, norm_kind, colsum) < eq_tol * _norm(B0, norm_kind, colsum)):
         return BRANCH_EQUILIBRIUM, 1
     return BRANCH_PBS, n
 
@@ -146,21 +163,23 @@ def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n
     np_ = p.shape[0]
     Ag = np.empty((2, nx, nx))
     Bg = np.empty((2, nx, np_))
+    colsum = np.empty(max(nx, np_))
     jacs(t[0], X[0], p, c, Ag[0], Bg[0])
     for k in range(K - 1):
         g = k % 2
         jacs(t[k + 1], X[k + 1], p, c, Ag[1 - g], Bg[1 - g])
         b, n = _decide(Ag[g], Ag[1 - g], Bg[g], Bg[1 - g], t[k + 1] - t[k], method, n_factor, n_max,
-                       eq_tol, norm_kind)
+                       eq_tol, norm_kind, colsum)
         branch[k] = b
         n_int[k] = n
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, mat, mat, tens), cache=True, _nrt=False)
+         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens), cache=True,
+      _nrt=False)
 def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                 interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                Ag, SB, Wn, Wp, V, EF, EFF, ws):
+                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws):
     """The body of :func:`march`, given its work arrays (no allocation, no reference counting)."""
     K, nx = X.shape
     np_ = p.shape[0]
@@ -199,7 +218,7 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
             b = np.int64(branch[k])
             n = np.int64(n_int[k])
         else:
-            b, n = _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind)
+            b, n = _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, cs)
             branch[k] = b
             n_int[k] = n
         reused[k] = 0
@@ -338,12 +357,13 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     Wn = np.empty((7, nx, nx))       # n x n work matrices (names in _march_loop)
     Wp = np.empty((4, nx, np_))      # n x np work matrices
     V = np.empty((4, nx))            # vectors
+    cs = np.empty(max(nx, np_))      # column sums of the switch's 1-norms
     EF = np.empty((nx, 2 * nx))      # [E | F] for the exp step
     EFF = np.empty((nx, 3 * nx))     # [E | F1 - F2/h | F2/h] for the exp2 step
     ws = linalg.workspace(nx)
     return _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                        interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                       Ag, SB, Wn, Wp, V, EF, EFF, ws)
+                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws)
 
 
 class _Compiled(types.WrapperAddressProtocol):
