@@ -219,6 +219,28 @@ def _add_cols_into(X, Y, c0, c1, a, shift):
                 X[i, j] += Y[i, j] + a * Y[i, j - us]
 
 
+@njit(types.void(mat, mat, f8), cache=True, _nrt=False)
+def _double_f12_into(X, Y, t):
+    """The sums of the phi1/phi2 doubling, for ``X = E [E | F1 | F2]``, ``Y = [E | F1 | F2]``:
+    ``X[:, n:2n] += F1`` and ``X[:, 2n:] += F2 + t F1`` in one sweep per row.
+
+    Flat views with unsigned offsets (see :func:`_add_cols_into`); the two
+    blocks of a row share one loop (measured: two separate calls cost 0.11 us
+    each on PKA's 11 x 33 blocks).
+    """
+    n = X.shape[0]
+    x, y = flat(X), flat(Y)
+    un = np.uint64(n)
+    row = np.uint64(3 * n)
+    for i in range(un):
+        o1 = i * row + un
+        o2 = o1 + un
+        for j in range(un):
+            f1 = y[o1 + j]
+            x[o1 + j] += f1
+            x[o2 + j] += y[o2 + j] + t * f1
+
+
 @njit(types.void(mat, i8, mat, f8), cache=True, _nrt=False)
 def _set_cols_scaled(X, c0, P, a):
     """``X[:, c0:c0+m] = a P`` for ``P`` of shape (n, m) (unsigned indices, see above)."""
@@ -998,8 +1020,7 @@ def exp_phi12_into(A, h, EFF, ws):
     nxt = ws[4:7].reshape((n, 3 * n))   # P, ws[5], ws[6] are free from here on
     for _ in range(s):
         gemm_into(cur[:, :n], cur, nxt, 1.0, 0.0)   # [E^2 | E F1 | E F2]
-        _add_cols_into(nxt, cur, 2 * n, 3 * n, t, n)  # F2(2t) = (I + E) F2 + t F1
-        _add_cols_into(nxt, cur, n, 2 * n, 0.0, 0)     # F1(2t) = (I + E) F1
+        _double_f12_into(nxt, cur, t)   # F1(2t) = (I + E) F1, F2(2t) = (I + E) F2 + t F1
         cur, nxt = nxt, cur
         t *= 2.0
     if s % 2 == 1:
