@@ -791,6 +791,34 @@ def test_gemm_into_views(m, k, n, alpha, beta):
     assert np.array_equal(Cbig[:, :2], before[:, :2]) and np.array_equal(Cbig[:, n + 2:], before[:, n + 2:])
 
 
+@pytest.mark.parametrize("k", [0, 1, 5, 16, 257])   # 257 > TILES_MAX_K: BLAS
+@pytest.mark.parametrize("beta", [0.0, 1.0, -0.5])
+def test_gemm_into_every_tile_edge(k, beta):
+    """Every number of leftover rows (1-4 per tile) and columns (masked lanes of
+    either vector of a 16-wide tile), on views inside larger arrays: the product
+    matches NumPy's and nothing outside C's view is written."""
+    from pbsens.kernels.blas import TILES_MAX_K, gemm_into
+    from pbsens.kernels.tiles import LANES, ROWS, VECTORS
+    assert (ROWS, LANES * VECTORS) == (4, 16) and TILES_MAX_K < 257   # the edges below cover these
+    rng = np.random.default_rng([k, int(4 * beta) + 2])
+    for m in range(1, 10):
+        for n in (1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 33, 35):
+            A = rng.standard_normal((m + 1, k + 3))[1:, 2:k + 2]
+            B = rng.standard_normal((k + 2, n + 4))[1:k + 1, 3:n + 3]
+            big = rng.standard_normal((m + 2, n + 6))
+            C = big[1:m + 1, 2:n + 2]
+            expected = 0.7 * (A @ B) + (beta * C if beta != 0.0 else 0.0)
+            if beta == 0.0:
+                C[...] = np.nan
+            outside = big.copy()
+            outside[1:m + 1, 2:n + 2] = 0.0
+            gemm_into(A, B, C, 0.7, beta)
+            np.testing.assert_allclose(C, expected, rtol=1e-13, atol=1e-13, err_msg=f"m={m} k={k} n={n}")
+            after = big.copy()
+            after[1:m + 1, 2:n + 2] = 0.0
+            np.testing.assert_array_equal(after, outside, err_msg=f"wrote outside C: m={m} k={k} n={n}")
+
+
 def test_gemm_into_rejects_bad_input():
     from pbsens.kernels.blas import gemm_into
     with pytest.raises(ValueError, match="shapes"):

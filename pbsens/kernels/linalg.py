@@ -146,11 +146,9 @@ def matmul_into(A, B, out):
 
     Notes
     -----
-    Tiny products (``n*m*k <= 216``) use register-blocked loops, larger ones
-    BLAS ``dgemm`` (:func:`~pbsens.kernels.blas.gemm`, the routine ``np.dot``
-    calls, but usable without numba's reference counting); the threshold comes
-    from the timings at ``blas.SMALL_PRODUCT``. The PBS and exponential steps
-    call ``blas.gemm`` directly, which numba inlines.
+    :func:`pbsens.kernels.blas.gemm`: register tiles (BLAS ``dgemm`` for inner
+    dimensions above ``blas.TILES_MAX_K``), without numba's reference counting.
+    The PBS and exponential steps call ``blas.gemm`` directly, which numba inlines.
     """
     n, m = A.shape
     k = B.shape[1]
