@@ -1,10 +1,12 @@
-"""Cost of post-hoc sensitivities relative to the state solve (issue: approximators).
+"""Cost of post-hoc sensitivities relative to the state solve (issues: approximators, exp2/pbsr2).
 
 For PKA and CaMKII on [0, 600] and Chua on [0, 10], rtol 1e-5, atol 1e-6, 201
 output times: median over repeats (after warm-up) of the state solve alone,
-state + each method, and the ratios to the state solve, all in the same run and
-timed round-robin (one call of each per repeat), with garbage collection off
-during each call.
+state + each method, and the ratios to the state solve; then the sensitivity
+pass alone (on one stored trajectory) for each method, and pbsr2's cost over
+exp both ways (issue 5's target: within 1.5x). All in the same run, timed
+round-robin (one call of each per repeat), with garbage collection off during
+each call.
 
     python benchmarks/bench_sensitivities.py [--repeats 40] [--methods pbsr exp exp2 pbsr2]
 """
@@ -49,9 +51,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=40)
     ap.add_argument("--methods", nargs="+", default=["pbsr", "exp", "exp2", "pbsr2"])
     args = ap.parse_args()
-    print(f"median over {args.repeats} runs; times in ms; ratio = (state + method) / state")
-    print(f"{'model':<8} {'grid':>5} {'state':>8} " + " ".join(f"{m:>16}" for m in args.methods)
-          + "   per-step exp")
+    print(f"median over {args.repeats} runs; times in ms; ratio = (state + method) / state; "
+          "'pass': the sensitivity pass alone")
+    print(f"{'model':<8} {'grid':>5} {'state':>8} " + " ".join(f"{m:>16}" for m in args.methods))
     for name, t_end in CASES:
         m = pbsens.load_model(name)
         te = np.linspace(0, t_end, 201)
@@ -63,13 +65,19 @@ def main():
         fns = {"state": state}
         for method in args.methods:
             fns[method] = lambda method=method: pbsens.sensitivities(m, state(), method=method)
-        # cost of the sensitivity pass alone per grid interval with the exponential step
-        fns["exp only"] = lambda: pbsens.sensitivities(m, tr, method="exp")
+        for method in args.methods:   # the sensitivity pass alone, on a stored trajectory
+            fns[method + " pass"] = lambda method=method: pbsens.sensitivities(m, tr, method=method)
         med = interleaved_medians(fns, args.repeats)
         t_state = med["state"]
         cells = [f"{med[m_] * 1e3:8.2f} ({med[m_] / t_state:4.2f}x)" for m_ in args.methods]
-        print(f"{name:<8} {len(tr.t):>5} {t_state * 1e3:8.2f} " + " ".join(f"{c:>16}" for c in cells)
-              + f"   {med['exp only'] / (len(tr.t) - 1) * 1e6:6.1f} us")
+        print(f"{name:<8} {len(tr.t):>5} {t_state * 1e3:8.2f} " + " ".join(f"{c:>16}" for c in cells))
+        passes = [f"{med[m_ + ' pass'] * 1e3:.2f} ms" for m_ in args.methods]
+        print(f"{'':<8} {'pass':>5} {'':>8} " + " ".join(f"{c:>16}" for c in passes)
+              + (f"   (exp: {med['exp pass'] / (len(tr.t) - 1) * 1e6:.1f} us per interval)"
+                 if "exp" in args.methods else ""))
+        if "exp" in args.methods and "pbsr2" in args.methods:
+            print(f"{'':<8} pbsr2 / exp: {med['pbsr2'] / med['exp']:.2f}x with the state solve, "
+                  f"{med['pbsr2 pass'] / med['exp pass']:.2f}x the sensitivity pass alone")
         r = pbsens.sensitivities(m, tr, method="pbsr")
         print(f"{'':<8} pbsr branches: {r.branch_counts()}, mean n_int on pbs intervals "
               f"{r.n_int[r.branch == 'pbs'].mean() if np.any(r.branch == 'pbs') else 0:.1f}, "
