@@ -27,6 +27,7 @@ import contextlib
 import csv
 import ctypes
 import functools
+import gc
 import json
 import math
 import os
@@ -78,28 +79,53 @@ def metrics():
     return mod
 
 
+def _openblas_paths():
+    """Paths of every OpenBLAS loaded in this process (numpy's, scipy's); empty if not Linux."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            return sorted({line.split()[-1] for line in fh if "openblas" in line.lower() and "/" in line})
+    except OSError:  # not Linux: leave BLAS alone
+        return []
+
+
+def _openblas_function(lib, name):
+    """``lib``'s OpenBLAS function ``name`` under any of the symbol prefixes and suffixes in use, or None."""
+    for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "64_"),
+                           ("openblas", "")):
+        fn = getattr(lib, f"{prefix}_{name}{suffix}", None)
+        if fn is not None:
+            return fn
+    return None
+
+
 def _openblas_libs():
     """``(get, set)`` ctypes functions of every OpenBLAS loaded in this process (numpy's, scipy's)."""
     out = []
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as fh:
-            paths = {line.split()[-1] for line in fh if "openblas" in line.lower() and "/" in line}
-    except OSError:  # not Linux: leave BLAS alone
-        return out
-    for path in sorted(paths):
+    for path in _openblas_paths():
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "64_"),
-                               ("openblas", "")):
-            get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
-            set_ = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
-            if get is not None and set_ is not None:
-                get.restype = ctypes.c_int
-                set_.argtypes = [ctypes.c_int]
-                out.append((get, set_))
-                break
+        get, set_ = _openblas_function(lib, "get_num_threads"), _openblas_function(lib, "set_num_threads")
+        if get is not None and set_ is not None:
+            get.restype = ctypes.c_int
+            set_.argtypes = [ctypes.c_int]
+            out.append((get, set_))
+    return out
+
+
+def _openblas_cores():
+    """``{library file: kernel set}`` of every loaded OpenBLAS, e.g. ``"Haswell"`` (timings depend on it)."""
+    import scipy.linalg  # noqa: F401  (load scipy's OpenBLAS too)
+    out = {}
+    for path in _openblas_paths():
+        try:
+            fn = _openblas_function(ctypes.CDLL(path), "get_corename")
+        except OSError:
+            continue
+        if fn is not None:
+            fn.restype = ctypes.c_char_p
+            out[os.path.basename(path)] = fn().decode(errors="replace")
     return out
 
 
@@ -118,6 +144,18 @@ def blas_threads(n=1):
             set_(k)
 
 
+def _cpu_model():
+    """The CPU's model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
 def environment():
     """Facts that matter for timings."""
     import numba
@@ -128,8 +166,8 @@ def environment():
         load = None
     return {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
             "numba": numba.__version__, "pbsens": pbsens.__version__, "machine": platform.machine(),
-            "cpu_count": os.cpu_count(), "load_average_at_start": list(load) if load else None,
-            "blas_threads": 1}
+            "cpu": _cpu_model(), "cpu_count": os.cpu_count(), "load_average_at_start": list(load) if load else None,
+            "blas_threads": 1, "openblas_kernels": _openblas_cores()}
 
 
 # --------------------------------------------------------------------------- models
@@ -238,15 +276,27 @@ def run_method(m, span, method):
 def time_methods(m, span, methods, repeats, progress=None, desc="timing", warmup=1):
     """Median-ready timings: ``repeats`` rounds, methods interleaved in each round (load drifts hit all alike).
 
+    Garbage is collected before each run and the collector is off during it, as
+    ``timeit`` does: otherwise a collection triggered by one method's allocations
+    (LSODA's Python loop allocates) is charged to whichever run it falls in.
+
     Returns ``{method: {"total": [...], "sensitivities": [...]}}`` (seconds).
     """
+    def one(meth):
+        gc.collect()
+        gc.disable()
+        try:
+            return run_method(m, span, meth)
+        finally:
+            gc.enable()
+
     for _ in range(warmup):
         for meth in methods:
-            run_method(m, span, meth)
+            one(meth)
     out = {meth: {"total": [], "sensitivities": []} for meth in methods}
     for _ in bar(range(repeats), progress, desc):
         for meth in methods:
-            tot, sens = run_method(m, span, meth)
+            tot, sens = one(meth)
             out[meth]["total"].append(tot)
             out[meth]["sensitivities"].append(sens)
     return out
@@ -362,7 +412,7 @@ def error_experiment(model_name, span, *, quick, out_dir, progress, name, title,
     Returns the JSON-ready dict (and writes ``<name>.csv`` and ``<name>.png``).
     """
     m = model(model_name)
-    repeats = (3 if quick else 20) if repeats is None else int(repeats)
+    repeats = (3 if quick else 100) if repeats is None else int(repeats)
     tr = pbsens.solve_states(m, span, **STATE)
     res = {meth: pbsens.sensitivities(m, tr, method=meth) for meth in methods}
     ref, t_ref = timed(forward_sensitivities, m, span, t_eval=tr.t, **REFERENCE)

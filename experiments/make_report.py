@@ -407,7 +407,7 @@ def _table2(rep):
 
 def _issue5(rep):
     title = "Second-order variants (issue 5): pbsr2 and exp2"
-    rows, found, verdicts, exp2_vs_pbsr2 = [], False, [], []
+    rows, found, verdicts, exp2_vs_pbsr2, error_runs = [], False, [], [], []
     t2 = (rep.data.get("table2_runtime") or {}).get("table", {})
     for name, model, key in (("fig2_pka_error", "PKA [0, 600]", "PKA"), ("fig3_camkii_error", "CaMKII [0, 600]", "CaMKII"),
                              ("fig7_8_chua", "Chua [0, 10]", None)):
@@ -415,6 +415,7 @@ def _issue5(rep):
         if d is None:
             continue
         d = d["error"] if name == "fig7_8_chua" else d
+        error_runs.append(d)
         i5 = d.get("issue5")
         if not i5:
             continue
@@ -442,10 +443,13 @@ def _issue5(rep):
     better = [m for m, e2, p2 in exp2_vs_pbsr2 if e2 <= 1.1 * p2]
     exp2_note = (f" On {' and '.join(better)} Exp2 alone is as accurate as PBSR2 or more (within 10 %)."
                  if better else "")
+    runs = sorted({str(d["settings"].get("timing_repeats", "?")) for d in error_runs})
+    t2_runs = (rep.data.get("table2_runtime") or {}).get("repeats")
     rep.add("Issue 5's targets: on PKA [0, 600] at rtol 1e-5, pbsr2's median E_k against tight FS is at least 10x "
             "smaller than pbsr's, at a cost within 1.5x of exp. The cost is measured two ways: the sensitivity pass "
             "alone, and the whole run including the state solve (as in Table 2); medians over the timing repeats "
-            "of Figures 2, 3 and 7 (20 runs), and, where available, over Table 2's 100 runs.", "")
+            f"of Figures 2, 3 and 7 ({' / '.join(runs)} runs, on the state solver's grid)"
+            + (f", and over Table 2's {t2_runs} runs (the same computation, timed again)" if t2_runs else "") + ".", "")
     rep.add(table(["model", "median E_k PBSR", "median E_k PBSR2", "median E_k Exp2",
                    "PBSR/PBSR2 (target >= 10x)", "cost PBSR2/Exp, sensitivity pass (<= 1.5x)",
                    "cost PBSR2/Exp, with state solve (<= 1.5x)", "same from Table 2: pass / with solve"], rows), "")
@@ -503,9 +507,10 @@ def write_report(results_dir=None, out=None, quick=None):
              "tolerances). Reference sensitivities: forward sensitivities (FS), scipy BDF, rtol 1e-8, atol 1e-10. "
              "FS for timings and kappa_bar: BDF at rtol 1e-5, atol 1e-6. Fixed seeds. Timings include the state "
              "solve and exclude numba compilation; methods are interleaved and we report medians (the machine "
-             f"is shared). Machine: {env.get('cpu_count', '?')} CPUs, load average at start "
+             f"is shared). Machine: {env.get('cpu_count', '?')} CPUs ({env.get('cpu', '?')}), load average at start "
              f"{_load(env)}; Python {env.get('python', '?')}, numpy {env.get('numpy', '?')}, scipy "
-             f"{env.get('scipy', '?')}, numba {env.get('numba', '?')}, pbsens {env.get('pbsens', '?')}. BLAS "
+             f"{env.get('scipy', '?')}, numba {env.get('numba', '?')}, pbsens {env.get('pbsens', '?')}"
+             f"{_blas_kernels(env)}. BLAS "
              "limited to one thread during the experiments: under load, OpenBLAS's default threading made the "
              "small LU solves inside FS up to ~50x slower, which would have distorted every FS timing.", "",
              "Verdicts use thresholds fixed before looking at the numbers and stated in each section; we did not "
@@ -526,6 +531,14 @@ def _rel(path, out):
         return os.path.relpath(path, Path(out).parent).replace(os.sep, "/")
     except ValueError:
         return str(path)
+
+
+def _blas_kernels(env):
+    """", OpenBLAS kernels: Haswell (libscipy_openblas...)" from the environment record, or ""."""
+    cores = env.get("openblas_kernels") or {}
+    if not cores:
+        return ""
+    return "; OpenBLAS kernels: " + ", ".join(f"{core} ({lib})" for lib, core in sorted(cores.items()))
 
 
 def _load(env):
