@@ -9,8 +9,9 @@ float64 views whose rows are contiguous (``strides[1] == 8``) and whose row
 stride is the leading dimension, with a ``beta`` for accumulation:
 
 * inner dimension ``k <= TILES_MAX_K``: register tiles
-  (:func:`pbsens.kernels.tiles.gemm_tiles`), 2-5x faster than BLAS for the
-  11 x 11 to 100 x 100 products of the march (measurements in ``tiles``);
+  (:func:`pbsens.kernels.tiles.gemm_tiles`); on this machine 3-5x faster than
+  OpenBLAS's dgemm for the march's 11 x 11 to 42 x 42 products and 1.6x at
+  100 x 100 (measurements in ``tiles``);
 * longer inner dimensions: BLAS ``dgemm``, the routine ``np.dot`` calls
   (numba's ``numba_xxgemm`` helper, which dispatches to
   ``scipy.linalg.cython_blas.dgemm``), whose cache blocking pays off there.
@@ -30,7 +31,7 @@ amat = types.Array(types.float64, 2, "A")
 #: Products whose inner dimension is at most this use register tiles, longer ones
 #: BLAS: a tile streams a ``k x 16`` panel of ``B`` (32 KiB at ``k = 256``, an L1
 #: cache) and keeps its accumulators in registers. Measured on this machine the
-#: tiles were still 1.6x faster than OpenBLAS at 300 x 300 x 300.
+#: tiles were still 1.6x faster than OpenBLAS (its Haswell kernels) at 300 x 300 x 300.
 TILES_MAX_K = 256
 _N = 110               # ord("n"): no transposition
 

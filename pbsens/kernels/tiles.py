@@ -160,20 +160,18 @@ def _make_tile(R):
                 total.append(row)
             alpha_v = splat(alpha_, vty)
             beta_v = splat(beta_, vty)
+            c_at = [(r, v, vector_at(C, builder.add(builder.mul(const(r), ldc_), const(v * L))))
+                    for r in range(R) for v in range(V)]
             beta_zero = builder.fcmp_ordered("==", beta_, ir.Constant(dbl, 0.0))
             with builder.if_else(beta_zero) as (overwrite, accumulate):
                 with overwrite:
-                    for r in range(R):
-                        for v in range(V):
-                            ptr = vector_at(C, builder.add(builder.mul(const(r), ldc_), const(v * L)))
-                            builder.call(mstore, [builder.fmul(alpha_v, total[r][v]), ptr, align, masks[v]])
+                    for r, v, ptr in c_at:
+                        builder.call(mstore, [builder.fmul(alpha_v, total[r][v]), ptr, align, masks[v]])
                 with accumulate:
-                    for r in range(R):
-                        for v in range(V):
-                            ptr = vector_at(C, builder.add(builder.mul(const(r), ldc_), const(v * L)))
-                            old = builder.call(mload, [ptr, align, masks[v], zero])
-                            value = builder.call(fmuladd, [beta_v, old, builder.fmul(alpha_v, total[r][v])])
-                            builder.call(mstore, [value, ptr, align, masks[v]])
+                    for r, v, ptr in c_at:
+                        old = builder.call(mload, [ptr, align, masks[v], zero])
+                        value = builder.call(fmuladd, [beta_v, old, builder.fmul(alpha_v, total[r][v])])
+                        builder.call(mstore, [value, ptr, align, masks[v]])
             return context.get_dummy_value()
 
         return sig, codegen
@@ -209,7 +207,7 @@ def gemm_tiles(A, B, C, alpha, beta):
             ncols = n - j0
             b = pb + 8 * j0
             c = c_row + 8 * j0
-            if rows >= 4:
+            if rows >= ROWS:
                 _tile4(a, lda, b, ldb, c, ldc, k, ncols, alpha, beta)
             elif rows == 3:
                 _tile3(a, lda, b, ldb, c, ldc, k, ncols, alpha, beta)
