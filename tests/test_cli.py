@@ -199,6 +199,19 @@ def test_run_exp_csv_named_columns_and_force(work, chua, capsys):
     assert f"branches: exp {len(r.grid) - 1}" in out
 
 
+@pytest.mark.parametrize("method", ["exp2", "pbsr2"])
+def test_run_second_order_methods_match_api(work, chua, capsys, method):
+    """The exponential-midpoint methods are selectable on the command line (issue 5)."""
+    r = pbsens.sensitivities(chua, t_span=(0.0, 2.0), t_eval=TE, method=method)
+    code, out, err = run_main(["run", "Chua", "--t-end", "2", "--method", method, "--t-eval", "0:2:11",
+                               "--out", f"{method}.npz"], work, capsys, models=[chua])
+    assert code == 0, err
+    d = np.load(work / f"{method}.npz")
+    assert str(d["method"]) == method
+    np.testing.assert_allclose(d["S"], r.S, rtol=1e-10, atol=1e-10)
+    assert list(d["branch"]) == list(r.branch)
+
+
 def test_run_fs_matches_forward_sensitivities(procs, work, chua):
     res = ok(procs["fs"])
     ref = forward_sensitivities(chua, (0.0, 2.0), t_eval=TE)
