@@ -165,23 +165,18 @@ class MathToDialect:
             return "0 == 0", P_CMP
         if t == L.AST_CONSTANT_FALSE:
             return "0 != 0", P_CMP
-        if t == L.AST_PLUS:
+        if t in (L.AST_PLUS, L.AST_TIMES):     # n-ary: the empty sum is 0, the empty product 1
+            identity, sep, prec = ("0", " + ", P_ADD) if t == L.AST_PLUS else ("1", "*", P_MUL)
             if n == 0:
-                return "0", P_ATOM
+                return identity, P_ATOM
             if n == 1:
                 return sub(kids[0])
-            return " + ".join(_wrap(sub(k), P_ADD) for k in kids), P_ADD
+            return sep.join(_wrap(sub(k), prec) for k in kids), prec
         if t == L.AST_MINUS:
             need(1, 2)
             if n == 1:
                 return "-" + _wrap(sub(kids[0]), P_POW), P_UNARY
             return f"{_wrap(sub(kids[0]), P_ADD)} - {_wrap(sub(kids[1]), P_MUL)}", P_ADD
-        if t == L.AST_TIMES:
-            if n == 0:
-                return "1", P_ATOM
-            if n == 1:
-                return sub(kids[0])
-            return "*".join(_wrap(sub(k), P_MUL) for k in kids), P_MUL
         if t == L.AST_DIVIDE:
             need(2, 2)
             return f"{_wrap(sub(kids[0]), P_MUL)}/{_wrap(sub(kids[1]), P_UNARY)}", P_MUL
