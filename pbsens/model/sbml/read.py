@@ -101,7 +101,10 @@ class SbmlReader:
         self.time_names: set = set()
         self.fdefs = read_function_definitions(L, self.m, source)
         self.walker = MathToDialect(L, self.fdefs, "t")
-        self.events = ()
+        self.events = ()          # filled by build() through .events.read_events
+        # initial values (.rules.initial_value): memo, the symbols being computed, and
+        # whether selected parameters stay symbolic (False) or are replaced by numbers (True)
+        self.init_cache, self.init_busy, self.numeric_mode = {}, [], True
 
     # ------------------------------------------------------------ scanning
     def add_unsupported(self, kind, ident):
