@@ -16,13 +16,13 @@ def error_section(rep, name, d, title, model):
     r_pbs = ratio["median_ratio_on_pbs_intervals"]
     ok = None if r_pbs is None else (True if r_pbs >= 10 else (None if r_pbs >= 3 else False))
     bc = d["branch_counts"]
-    rep.add(f"## {title}", "",
-            f"**Paper.** {d['paper']['claim']}.", "",
-            f"**Ours.** {model}, t in {d['t_span']}: {d['grid_points']} grid points of the LSODA state solve "
-            f"(rtol 1e-5, atol 1e-6); PBSR took the PBS formula on {bc.get('pbs', 0)} intervals, the exponential "
-            f"step on {bc.get('exp-stiff', 0)} 'too stiff' and {bc.get('exp-equilibrium', 0)} 'equilibrium' "
-            f"intervals. Reference: FS (BDF, rtol 1e-8, atol 1e-10) at the same points; its own error "
-            f"(Radau vs BDF) has median {g(E['reference_floor']['median'])}, far below every method's E_k.", "")
+    rep.heading(
+        title, d,
+        f"**Ours.** {model}, t in {d['t_span']}: {d['grid_points']} grid points of the LSODA state solve "
+        f"(rtol 1e-5, atol 1e-6); PBSR took the PBS formula on {bc.get('pbs', 0)} intervals, the exponential "
+        f"step on {bc.get('exp-stiff', 0)} 'too stiff' and {bc.get('exp-equilibrium', 0)} 'equilibrium' "
+        f"intervals. Reference: FS (BDF, rtol 1e-8, atol 1e-10) at the same points; its own error "
+        f"(Radau vs BDF) has median {g(E['reference_floor']['median'])}, far below every method's E_k.", "")
     rows = []
     for meth in ("pbsr", "exp", "pbsr2", "exp2"):
         if meth in E:
@@ -68,13 +68,13 @@ def kappa_section(rep, name, d, title, model):
     spread = d["late_spread_max_over_min"]
     ok = spread is not None and spread <= 10
     lw = d["late_window"]
-    rep.add(f"## {title}", "",
-            f"**Paper.** {d['paper']['claim'] if 'paper' in d else ''}.", "",
-            f"**Ours.** {model}, t in {d['t_span']}, N = {d['n_samples']} perturbations (seed {d['seed']}, the same "
-            f"for every method), perturbed states solved by LSODA at rtol 1e-12, atol 1e-14. FS here is BDF at the "
-            f"state solver's tolerances (rtol 1e-5, atol 1e-6), output at the state grid. "
-            f"PBSR used the exponential step on {g(100 * (d['fraction_of_time_pbsr_used_exp'] or 0), 3)} % of "
-            f"the length of the time span (intervals per branch: {d['branch_counts']}).", "")
+    rep.heading(
+        title, d,
+        f"**Ours.** {model}, t in {d['t_span']}, N = {d['n_samples']} perturbations (seed {d['seed']}, the same "
+        f"for every method), perturbed states solved by LSODA at rtol 1e-12, atol 1e-14. FS here is BDF at the "
+        f"state solver's tolerances (rtol 1e-5, atol 1e-6), output at the state grid. "
+        f"PBSR used the exponential step on {g(100 * (d['fraction_of_time_pbsr_used_exp'] or 0), 3)} % of "
+        f"the length of the time span (intervals per branch: {d['branch_counts']}).", "")
     rows = [[LABELS[m], g(kb[m]["median"]), g(kb[m]["median_transient"]), g(kb[m]["median_late"]), g(kb[m]["max"])]
             for m in kb]
     rep.add(table(["method", "median kappa_bar", f"median, t < {g(lw[0])}", f"median, t >= {g(lw[0])} (late)",
@@ -120,10 +120,11 @@ def chua_section(rep, name, d, title):
     re, rk, rf = h["E_median_exp_over_pbsr"], h["kappa_median_exp_over_pbsr"], h["kappa_median_pbsr_over_fs"]
     ok_acc = re >= 10 ** 1.5 and rk >= 10 ** 1.5
     ok_fs = rf <= 3
-    rep.add(f"## {title}", "", f"**Paper.** {d['paper']['claim']}.", "",
-            f"**Ours (Figure 7, E_k).** {err['grid_points']} grid points; PBSR ran the PBS formula on every "
-            f"interval ({err['branch_counts']}), so PBSR2 = PBSR here. Reference error (Radau vs BDF) "
-            f"{g(E['reference_floor']['median'])}.", "")
+    rep.heading(
+        title, d,
+        f"**Ours (Figure 7, E_k).** {err['grid_points']} grid points; PBSR ran the PBS formula on every "
+        f"interval ({err['branch_counts']}), so PBSR2 = PBSR here. Reference error (Radau vs BDF) "
+        f"{g(E['reference_floor']['median'])}.", "")
     rows = [[LABELS[m], g(E[m]["median"]), g(E[m]["max"]), s(err["cost_s"][m]["total"]["median"]),
              s(err["cost_s"][m]["sensitivities"]["median"])] for m in ("pbsr", "exp", "pbsr2", "exp2") if m in E]
     rep.add(table(["method", "median E_k", "max E_k", "runtime incl. state solve", "sensitivity pass"], rows), "")

@@ -12,15 +12,16 @@ def fig6_section(rep, name, d, title):
     """Figure 6: runtime against the dimension n, fitted exponents b of a n^b."""
     f = d["fits"]
     paper_b = {m: f[m]["paper_b"] for m in ("fs", "pbs", "exp")}
-    rep.add(f"## {title}", "", f"**Paper.** {d['paper']['claim']}.", "",
-            f"**Ours.** n = {d['ns'][0]}, {d['ns'][1]}, ..., {d['ns'][-1]}; {d['draws']} draws per n (seeds "
-            f"0..{d['draws'] - 1}); t in [0, 10]; each run includes its state solve (LSODA, rtol 1e-5, atol 1e-6); "
-            f"FS is BDF at the same tolerances. PBS: {pbs_draws_text(d)}. With the refinement "
-            f"n_int = ceil(10 h ||A||) and ||A|| ~ n^2/4 for this system, PBS does ~10 T ||A|| sub-steps with "
-            f"n x n products, i.e. ~n^5 work; because the Jacobians are constant, our march reuses each "
-            f"sub-step's step matrices (one product per sub-step instead of the three of (4.6), the same result "
-            f"bit for bit), which makes PBS about 3x cheaper than a literal implementation. Fits use the medians "
-            f"over the draws.", "")
+    rep.heading(
+        title, d,
+        f"**Ours.** n = {d['ns'][0]}, {d['ns'][1]}, ..., {d['ns'][-1]}; {d['draws']} draws per n (seeds "
+        f"0..{d['draws'] - 1}); t in [0, 10]; each run includes its state solve (LSODA, rtol 1e-5, atol 1e-6); "
+        f"FS is BDF at the same tolerances. PBS: {pbs_draws_text(d)}. With the refinement "
+        f"n_int = ceil(10 h ||A||) and ||A|| ~ n^2/4 for this system, PBS does ~10 T ||A|| sub-steps with "
+        f"n x n products, i.e. ~n^5 work; because the Jacobians are constant, our march reuses each "
+        f"sub-step's step matrices (one product per sub-step instead of the three of (4.6), the same result "
+        f"bit for bit), which makes PBS about 3x cheaper than a literal implementation. Fits use the medians "
+        f"over the draws.", "")
     same = all((f[m]["pbs_range_medians"] or {}).get("n_range") == (f[m]["all_n_medians"] or {}).get("n_range")
                for m in ("fs", "pbs", "exp"))
     rows = []
@@ -106,11 +107,12 @@ def pbs_draws_text(d):
 def table2_section(rep, name, d, title):
     """Table 2: runtime of FS, PBSR and Exp (and pbsr2, exp2) on PKA and CaMKII."""
     t = d["table"]
-    rep.add(f"## {title}", "", f"**Paper.** {d['paper']['claim']}.", "",
-            f"**Ours.** t in [0, 600], {d['repeats']} runs per method, the methods interleaved in each round; every "
-            f"run includes its state solve (LSODA rtol 1e-5, atol 1e-6 for the post-hoc methods; FS is scipy BDF "
-            f"with a block-diagonal Newton matrix at the same tolerances); compilation excluded; one BLAS thread. "
-            f"Medians (the paper reports means; ours are in the JSON/CSV too).", "")
+    rep.heading(
+        title, d,
+        f"**Ours.** t in [0, 600], {d['repeats']} runs per method, the methods interleaved in each round; every "
+        f"run includes its state solve (LSODA rtol 1e-5, atol 1e-6 for the post-hoc methods; FS is scipy BDF "
+        f"with a block-diagonal Newton matrix at the same tolerances); compilation excluded; one BLAS thread. "
+        f"Medians (the paper reports means; ours are in the JSON/CSV too).", "")
     rows = []
     for model in d["models"]:
         sec, paper = t[model]["seconds"], t[model]["paper_seconds"] or {}

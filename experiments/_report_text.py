@@ -72,6 +72,10 @@ class Report:
     def add(self, *text):
         self.lines.extend(text)
 
+    def heading(self, title, d, *ours):
+        """A section's title, the paper's claim (from the experiment's JSON), then ``ours``."""
+        self.add(f"## {title}", "", f"**Paper.** {(d.get('paper') or {}).get('claim', '')}.", "", *ours)
+
     def png(self, name, caption):
         f = self.dir / name
         if f.is_file():
