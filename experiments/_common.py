@@ -110,8 +110,11 @@ def ratio(a, b):
 
 
 # --------------------------------------------------------------------------- running
-def experiment(name):
-    """Decorator of an experiment's ``run``: one BLAS thread, output folder, wall time, JSON written."""
+def experiment(name, paper=None):
+    """Decorator of an experiment's ``run``: one BLAS thread, output folder, wall time, JSON written.
+
+    ``paper``: what the paper claims (``{"figure", "claim"}``), added to the results as ``"paper"``.
+    """
     def wrap(fn):
         @functools.wraps(fn)
         def run(quick=False, out_dir=None, progress=None, **overrides):
@@ -120,6 +123,8 @@ def experiment(name):
             env = _machine.environment()
             with _machine.blas_threads(1):
                 res = fn(quick=bool(quick), out_dir=out, progress=progress, **overrides)
+            if paper is not None:
+                res = {**res, "paper": paper}
             res = {"name": name, "quick": bool(quick), **strip_private(res)}
             res["wall_time_s"] = time.perf_counter() - t0
             res["environment"] = env

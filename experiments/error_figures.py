@@ -130,14 +130,12 @@ def issue5_check(stats, cost):
 
 def _figure_run(name, figure, model_name, span):
     """The ``run`` of one figure of the family (overrides: ``repeats``, timing runs per method)."""
-    @C.experiment(name)
+    @C.experiment(name, paper={"figure": figure, "claim": CLAIM})
     def run(quick=False, out_dir=None, progress=None, repeats=None):
         """Run the experiment; returns the JSON-ready dict (also written to ``out_dir``)."""
-        out = error_experiment(model_name, span, quick=quick, out_dir=out_dir, progress=progress, name=name,
-                               title=f"{figure}: {model_name}, t in [{span[0]:g}, {span[1]:g}]: relative error "
-                                     f"of the sensitivities per step", repeats=repeats)
-        out["paper"] = {"figure": figure, "claim": CLAIM}
-        return out
+        return error_experiment(model_name, span, quick=quick, out_dir=out_dir, progress=progress, name=name,
+                                title=f"{figure}: {model_name}, t in [{span[0]:g}, {span[1]:g}]: relative error "
+                                      f"of the sensitivities per step", repeats=repeats)
     return run
 
 

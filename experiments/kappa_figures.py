@@ -109,15 +109,13 @@ def kappa_experiment(model_name, span, *, quick, out_dir, progress, name, title,
 
 def _figure_run(name, figure, model_name, span, late_from):
     """The ``run`` of one figure of the family (overrides: ``n_samples``, perturbations N)."""
-    @C.experiment(name)
+    @C.experiment(name, paper={"figure": figure, "claim": CLAIM})
     def run(quick=False, out_dir=None, progress=None, n_samples=None):
         """Run the experiment; returns the JSON-ready dict (also written to ``out_dir``)."""
-        out = kappa_experiment(model_name, span, quick=quick, out_dir=out_dir, progress=progress, name=name,
-                               title=f"{figure}: {model_name}, t in [{span[0]:g}, {span[1]:g}]: perturbation "
-                                     f"error kappa_bar", n_samples=n_samples, logx=True, late_from=late_from,
-                               methods=ALL_METHODS)
-        out["paper"] = {"figure": figure, "claim": CLAIM}
-        return out
+        return kappa_experiment(model_name, span, quick=quick, out_dir=out_dir, progress=progress, name=name,
+                                title=f"{figure}: {model_name}, t in [{span[0]:g}, {span[1]:g}]: perturbation "
+                                      f"error kappa_bar", n_samples=n_samples, logx=True, late_from=late_from,
+                                methods=ALL_METHODS)
     return run
 
 
