@@ -42,7 +42,7 @@ from scipy.sparse import csc_matrix, eye
 from .errors import PbsensError, SolverError
 from .kernels.signatures import f8, ivec, jacs_fn, mat, tens, vec, vector_fn
 from .result import SensitivityResult
-from .solve import check_t_eval, check_t_span
+from .solvers import check_t_eval, check_t_span
 
 __all__ = ["forward_sensitivities"]
 

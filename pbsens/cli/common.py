@@ -83,7 +83,7 @@ def t_span_arg(args):
 
 def t_eval_arg(spec, t_span):
     """``FILE`` (one time per line / .npy) or ``a:b:n`` (n points from a to b), checked against ``t_span``."""
-    from ..solve import check_t_eval
+    from ..solvers import check_t_eval
     if spec is None:
         return None
     if ":" in spec and not os.path.exists(spec):

@@ -138,7 +138,7 @@ def add_parser(subparsers):
                     help="pbsr (Algorithm 2, default), exp (Algorithm 3), pbs (no switch), exp2/pbsr2 "
                          "(exponential-midpoint step), fs (forward sensitivities)")
     sp.add_argument("--solver", default=None, choices=SOLVERS,
-                    help="scipy solve_ivp method: of the state solve (default LSODA), or of the joint "
+                    help="solver (scipy method name): of the state solve (default LSODA), or of the joint "
                          "solve for fs (default BDF)")
     sp.add_argument("--rtol", type=positive_float, default=None,
                     help="solver rtol (default 1e-5 for the states, 1e-8 for fs)")

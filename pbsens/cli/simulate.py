@@ -35,7 +35,7 @@ def add_parser(subparsers):
                                            "(.npz or .csv with state names).")
     add_model_and_span(sp)
     sp.add_argument("--solver", default="LSODA", choices=SOLVERS,
-                    help="scipy solve_ivp method for the states (default LSODA)")
+                    help="state solver (scipy method name; default LSODA)")
     sp.add_argument("--rtol", type=positive_float, default=1e-5, help="state solver rtol (default 1e-5)")
     sp.add_argument("--atol", type=positive_float, default=1e-6, help="state solver atol (default 1e-6)")
     sp.add_argument("--out", help="output file (.npz or .csv)")
