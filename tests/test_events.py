@@ -230,3 +230,12 @@ def test_bad_t_eval_is_named(switch_model):
         simulate(switch_model, [-1.0, 0.5])
     with pytest.raises(pbsens.PbsensError, match="'S0'"):
         simulate(switch_model, [1.0], S0=np.zeros((2, 2)))
+
+
+def test_model_with_events_pickles(dose_model):
+    import pickle
+    m2 = pickle.loads(pickle.dumps(dose_model))
+    assert np.array_equal(m2.event_times(), dose_model.event_times())
+    r1 = simulate(dose_model, _TS, sensitivities=False)
+    r2 = simulate(m2, _TS, sensitivities=False)
+    assert np.array_equal(r1.x, r2.x)

@@ -74,6 +74,18 @@ class Discontinuities:
     unresolved: list
     module: object = None
 
+    def __getstate__(self):
+        # a module does not pickle: keep its file and import it again on the other side
+        state = dict(self.__dict__)
+        m = state.pop("module")
+        state["_module_file"] = (m.__name__, m.__file__) if m is not None else None
+        return state
+
+    def __setstate__(self, state):
+        ref = state.pop("_module_file")
+        self.__dict__.update(state)
+        self.module = _import_file(ref[1], ref[0]) if ref is not None else None
+
     @property
     def n_events(self) -> int:
         return len(self.event_names)
