@@ -240,3 +240,27 @@ def test_model_with_events_pickles(dose_model):
     r1 = simulate(dose_model, _TS, sensitivities=False)
     r2 = simulate(m2, _TS, sensitivities=False)
     assert np.array_equal(r1.x, r2.x)
+
+
+def test_time_dependent_assignment_and_time_term():
+    # x' = -k x, x(0) = 1; at td: x := x + D t  ->  x(t > td) = (exp(-k td) + D td) exp(-k (t - td))
+    m = _model({"name": "ev_time_assign", "states": [{"name": "x", "initial": 1.0}],
+                "parameters": [{"name": "k", "value": 0.4}, {"name": "D", "value": 0.6},
+                               {"name": "td", "value": 1.5}],
+                "odes": {"x": "-k*x"},
+                "events": [{"name": "ramp_dose", "time": "td", "assignments": {"x": "x + D*t"}}]})
+    k, D, td, t = sp.symbols("k D td t")
+    post = (sp.exp(-k * td) + D * td) * sp.exp(-k * (t - td))
+    sub = {k: 0.4, D: 0.6, td: 1.5, t: 3.0}
+    S_exact = np.array([float(sp.diff(post, s).subs(sub)) for s in (k, D, td)])
+    r = simulate(m, [0.0, 3.0], method="fs")
+    assert r.x[-1, 0] == pytest.approx(float(post.subs(sub)), rel=1e-8)
+    assert np.allclose(r.S[-1, 0], S_exact, rtol=1e-6, atol=1e-9)
+
+
+def test_only_steady_state_output(switch_model):
+    r = simulate(switch_model, [np.inf], method="fs")
+    k, a, c = switch_model.p
+    assert r.x[0, 0] == pytest.approx(a / k, rel=1e-9)
+    # x_ss = a/k: dx/dk = -a/k^2, dx/da = 1/k, dx/dc = 0
+    assert np.allclose(r.S[0, 0], [-a / k**2, 1 / k, 0.0], rtol=1e-7, atol=1e-10)

@@ -170,6 +170,9 @@ def _apply_event(model, k, tau, x, S, p, dtau, t_after):
             f_minus = model.rhs(t_after, x, p)
             f_plus = model.rhs(t_after, xn, p)
             Sn += np.outer(Gx @ f_minus - f_plus + Gt, dtau)
+        if not np.all(np.isfinite(Sn)):
+            raise PbsensError(f"model {model.name!r}: the sensitivities after event {disc.event_names[k]!r} at "
+                              f"t = {tau:.6g} are NaN or inf")
         S = Sn
     return xn, S
 
