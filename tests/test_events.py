@@ -264,3 +264,14 @@ def test_only_steady_state_output(switch_model):
     assert r.x[0, 0] == pytest.approx(a / k, rel=1e-9)
     # x_ss = a/k: dx/dk = -a/k^2, dx/da = 1/k, dx/dc = 0
     assert np.allclose(r.S[0, 0], [-a / k**2, 1 / k, 0.0], rtol=1e-7, atol=1e-10)
+
+
+def test_outputs_at_a_stop_that_is_the_last_time(dose_model, switch_model):
+    r = simulate(dose_model, [0.0, 2.0], method="fs")
+    X, S = _dose_exact(dose_model.p, [0.0, 2.0])
+    assert np.allclose(r.x[:, 0], X, rtol=1e-7)
+    assert np.abs(r.S[:, 0, :] - S).max() <= 1e-6 * np.abs(S).max()
+    r = simulate(switch_model, [0.0, 1.7], method="fs")
+    X, S = _switch_exact(switch_model.p, [0.0, 1.7])
+    assert np.allclose(r.x[:, 0], X, rtol=1e-7)
+    assert np.allclose(r.S[:, 0, :], S, rtol=1e-6, atol=1e-9)
