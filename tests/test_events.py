@@ -275,3 +275,17 @@ def test_outputs_at_a_stop_that_is_the_last_time(dose_model, switch_model):
     X, S = _switch_exact(switch_model.p, [0.0, 1.7])
     assert np.allclose(r.x[:, 0], X, rtol=1e-7)
     assert np.allclose(r.S[:, 0, :], S, rtol=1e-6, atol=1e-9)
+
+
+def test_event_without_assignments_is_dropped(tmp_path):
+    text = open(os.path.join(SBML, "event_dose.xml")).read()
+    start = text.index('<event id="rescale"')
+    end = text.index("</event>", start) + len("</event>")
+    marker = ('<event id="marker" useValuesFromTriggerTime="true"><trigger initialValue="true" persistent="true">'
+              '<math xmlns="http://www.w3.org/1998/Math/MathML"><apply><geq/><csymbol encoding="text" '
+              'definitionURL="http://www.sbml.org/sbml/symbols/time"> time </csymbol><cn> 1 </cn></apply></math>'
+              '</trigger></event>')
+    path = tmp_path / "marker.xml"
+    path.write_text(text[:start] + marker + text[end:])
+    m = pbsens.load_model(path)
+    assert [e.name for e in m.spec.events] == ["dose"]
