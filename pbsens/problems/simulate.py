@@ -292,8 +292,9 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     spans = []
     cur = t0
     cur_is_stop = start_shift
-    # the last span ends at t_last (zero length when a stop is there: outputs then see the jumped state)
-    bounds = [(tau, tb, ev) for tau, tb, ev in stops] + [(t_last, None, None)]
+    bounds = [(tau, tb, ev) for tau, tb, ev in stops]
+    if not bounds or bounds[-1][0] <= t_last:
+        bounds.append((t_last, None, None))
     for tau, tb, ev in bounds:
         final = tb is None
         a = cur + _SHIFT * max(1.0, abs(cur)) if cur_is_stop else cur
