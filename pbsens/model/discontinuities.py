@@ -213,8 +213,9 @@ def find_breakpoints(f, t, xs):
             if str(rel) not in unresolved:
                 unresolved.append(str(rel))
             continue
-        tau = sp.simplify(-d.subs(t, 0) / slope)
-        if any(sp.simplify(tau - other) == 0 for other in taus):
+        tau = -d.subs(t, 0) / slope
+        tau = sp.expand(tau) if slope.is_number else sp.cancel(tau)
+        if any(sp.expand(tau - other) == 0 for other in taus):
             continue
         taus.append(tau)
         texts.append(str(rel))
