@@ -289,3 +289,19 @@ def test_event_without_assignments_is_dropped(tmp_path):
     path.write_text(text[:start] + marker + text[end:])
     m = pbsens.load_model(path)
     assert [e.name for e in m.spec.events] == ["dose"]
+
+
+def test_breakpoint_at_a_nonlinear_function_of_a_parameter():
+    # the switch of bp_switch at tau = s^2 instead of c: dx/ds = dx/dtau * 2 s
+    m = _model({"name": "bp_switch_sq", "states": [{"name": "x", "initial": 1.0}],
+                "parameters": [{"name": "k", "value": 0.8}, {"name": "a", "value": 3.0},
+                               {"name": "s", "value": 1.3}],
+                "definitions": [{"name": "u", "expression": "piecewise(0, t - s**2 < 0, a)"}],
+                "odes": {"x": "u - k*x"}})
+    assert m.breakpoints() == pytest.approx([1.69], rel=1e-15)
+    ts = np.array([0.0, 1.0, 2.0, 4.0])
+    X, S = _switch_exact([0.8, 3.0, 1.69], ts)
+    S[:, 2] *= 2 * 1.3
+    r = simulate(m, ts, method="fs")
+    assert np.allclose(r.x[:, 0], X, rtol=1e-7, atol=1e-10)
+    assert np.abs(r.S[:, 0, :] - S).max() <= 1e-6 * np.abs(S).max()
