@@ -305,3 +305,27 @@ def test_breakpoint_at_a_nonlinear_function_of_a_parameter():
     r = simulate(m, ts, method="fs")
     assert np.allclose(r.x[:, 0], X, rtol=1e-7, atol=1e-10)
     assert np.abs(r.S[:, 0, :] - S).max() <= 1e-6 * np.abs(S).max()
+
+
+def test_brannmark_two_steps_against_finite_differences():
+    # a real model with a second insulin step at an estimated time: fs against central differences
+    m = pbsens.load_model(os.path.join(PETAB, "Brannmark_JBC2010", "model_Brannmark_JBC2010.xml"))
+    p = m.p
+    for n, v in (("insulin_time_1", 0.0), ("insulin_dose_1", 1.2), ("insulin_time_2", 4.0), ("insulin_dose_2", 8.8)):
+        p[m.param_names.index(n)] = v
+    ts = np.array([0.0, 1.0, 3.9, 4.3, 5.0, 6.0])
+    S0 = np.zeros((m.n_states, m.n_params))
+    r = simulate(m, ts, p, x0=m.x0, S0=S0, method="fs", rtol=1e-10, atol=1e-12)
+    r2 = simulate(m, ts, p, x0=m.x0, S0=S0, method="exp2")
+    h = 1e-5
+    for name in ("insulin_time_2", "insulin_dose_2", "k1a"):
+        j = m.param_names.index(name)
+        pp, pm = p.copy(), p.copy()
+        pp[j] *= 1 + h
+        pm[j] *= 1 - h
+        xp = simulate(m, ts, pp, x0=m.x0, sensitivities=False, rtol=1e-12, atol=1e-14).x
+        xm = simulate(m, ts, pm, x0=m.x0, sensitivities=False, rtol=1e-12, atol=1e-14).x
+        fd = (xp - xm) / (2 * h * p[j])
+        scale = np.abs(fd).max()
+        assert np.abs(r.S[:, :, j] - fd).max() <= 1e-5 * scale, name
+        assert np.abs(r2.S[:, :, j] - fd).max() <= 1e-3 * scale, name
