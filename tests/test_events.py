@@ -329,3 +329,18 @@ def test_brannmark_two_steps_against_finite_differences():
         scale = np.abs(fd).max()
         assert np.abs(r.S[:, :, j] - fd).max() <= 1e-5 * scale, name
         assert np.abs(r2.S[:, :, j] - fd).max() <= 1e-3 * scale, name
+
+
+def test_heaviside_step_in_time_at_a_parameter():
+    # the switch of bp_switch written as a * heaviside(t - c): same solution, and the model compiles although
+    # d heaviside / dc is a Dirac delta (zero away from the step; the jump is the breakpoint's)
+    m = _model({"name": "bp_heaviside", "states": [{"name": "x", "initial": 1.0}],
+                "parameters": [{"name": "k", "value": 0.8}, {"name": "a", "value": 3.0},
+                               {"name": "c", "value": 1.7}],
+                "odes": {"x": "a*heaviside(t - c) - k*x"}})
+    assert np.array_equal(m.breakpoints(), [1.7])
+    ts = np.array([0.0, 1.0, 2.0, 4.0])
+    X, S = _switch_exact(m.p, ts)
+    r = simulate(m, ts, method="fs")
+    assert np.allclose(r.x[:, 0], X, rtol=1e-7, atol=1e-10)
+    assert np.abs(r.S[:, 0, :] - S).max() <= 1e-6 * np.abs(S).max()
