@@ -344,3 +344,31 @@ def test_heaviside_step_in_time_at_a_parameter():
     r = simulate(m, ts, method="fs")
     assert np.allclose(r.x[:, 0], X, rtol=1e-7, atol=1e-10)
     assert np.abs(r.S[:, 0, :] - S).max() <= 1e-6 * np.abs(S).max()
+
+
+def test_event_setting_a_parameter_makes_it_a_state(tmp_path):
+    # at time >= T the rate constant k switches to k2: k becomes a state with k' = 0
+    text = open(os.path.join(SBML, "event_dose.xml")).read()
+    start = text.index("<listOfEvents>")
+    end = text.index("</listOfEvents>") + len("</listOfEvents>")
+    events = ('<listOfEvents><event id="switch_k" useValuesFromTriggerTime="true">'
+              '<trigger initialValue="true" persistent="true"><math xmlns="http://www.w3.org/1998/Math/MathML">'
+              '<apply><gt/><csymbol encoding="text" definitionURL="http://www.sbml.org/sbml/symbols/time"> time '
+              '</csymbol><ci> td </ci></apply></math></trigger><listOfEventAssignments>'
+              '<eventAssignment variable="k"><math xmlns="http://www.w3.org/1998/Math/MathML"><ci> h </ci></math>'
+              '</eventAssignment></listOfEventAssignments></event></listOfEvents>')
+    path = tmp_path / "switch_k.xml"
+    text = text[:start] + events + text[end:]
+    path.write_text(text.replace('<parameter id="k" value="0.5" constant="true"/>',
+                                 '<parameter id="k" value="0.5" constant="false"/>'))
+    m = pbsens.load_model(path)
+    assert m.state_names == ["x", "k"] and m.spec.odes["k"] == "0"
+    assert "k" not in m.param_names
+    ts = np.array([0.0, 1.0, 2.0, 3.0])
+    r = simulate(m, ts, method="fs")
+    x0, td, h = 1.5, 2.0, 0.4
+    X = np.where(ts < td, x0 * np.exp(-0.5 * ts), x0 * np.exp(-0.5 * td) * np.exp(-h * (ts - td)))
+    assert np.allclose(r.x[:, 0], X, rtol=1e-7)
+    assert np.allclose(r.x[:, 1], [0.5, 0.5, h, h])
+    # d x(3) / d h = -(t - td) x(3)
+    assert r.S[-1, 0, m.param_names.index("h")] == pytest.approx(-(3.0 - td) * X[-1], rel=1e-6)
