@@ -211,10 +211,12 @@ def build_model(problem, files):
     cond_cols = [c for c in cond_df.columns if c != "conditionName"]
     species_cols = [c for c in cond_cols if c in species_ids]
     comp_cols = [c for c in cond_cols if c in comp_ids]
+    rate_targets = {r.getVariable() for r in sbml.getListOfRules() if r.isRate()}
+    species_cols += [c for c in cond_cols if c in rate_targets and c not in species_ids]
     for j, c in enumerate(cond_cols):
-        if c not in species_ids and c not in comp_ids and c not in free:
+        if c not in species_ids and c not in comp_ids and c not in free and c not in rate_targets:
             raise PetabError(f"{_where(files, 'condition', column=c)}: {c!r} is not a parameter, species or "
-                             "compartment of the model (or is set by a rule)")
+                             "compartment of the model (or is set by an assignment rule)")
 
     # SBML -> spec (the reader needs a file: write the document the problem holds)
     sbml_path = files.get("sbml")
@@ -400,8 +402,6 @@ def build_plan(problem, files, model, info):
     resolve = _resolver(problem, files, est_index, free)
 
     # ---- measurement rows
-    for c in ("observableId", "simulationConditionId"):
-        pass
     obs_ids = list(obs_df.index)
     cond_ids = set(cond_df.index)
     R = len(meas_df)
@@ -508,9 +508,6 @@ def build_plan(problem, files, model, info):
         if pid is not None:
             pre, pre_init = condition_map(pid, True)
             # the start values of each phase are parameters of that phase only
-            for sp_ in species_cols:
-                for a, b in ((info["preinit_param"][sp_], pre), (info["init_param"][sp_], sim)):
-                    pass
             for sp_ in species_cols:
                 j_pre, j_sim = pindex[info["preinit_param"][sp_]], pindex[info["init_param"][sp_]]
                 sim.fixed[j_pre], sim.est[j_pre] = pre.fixed[j_pre], pre.est[j_pre]
