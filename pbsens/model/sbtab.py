@@ -89,7 +89,10 @@ import os
 import re
 
 from ..errors import ModelError
-from .sbml import _DIALECT_FUNCTIONS, _eval_numeric, _num, _toposort
+from .dialect import DIALECT_FUNCTIONS as _DIALECT_FUNCTIONS
+from .dialect import eval_numeric as _eval_numeric
+from .dialect import number_text as _num
+from .sbml.rules import toposort as _toposort
 from .spec import Definition, ModelSpec, Quantity
 
 __all__ = ["read_sbtab"]

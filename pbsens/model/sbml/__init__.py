@@ -1,0 +1,97 @@
+"""Read SBML models into a :class:`~pbsens.model.spec.ModelSpec` and write them back.
+
+:func:`read_sbml` turns an SBML document (Level 2 or 3, read with libsbml) into
+the plain-data model of :mod:`pbsens.model.spec`; :func:`to_sbml` writes a spec
+(or a compiled model) as an SBML Level 3 Version 2 document with the same
+equations. Both directions convert math through small, explicit walkers, so the
+expression dialect of :mod:`pbsens.model.spec` is produced and consumed exactly.
+
+Where each part lives
+---------------------
+=====================  ==========================================================
+``read``               :func:`read_sbml` and the reader that orchestrates the steps
+``mathml``             MathML <-> dialect, function definitions, piecewise
+``rules``              assignment/rate rules, initial assignments and values, order
+``compartments``       compartments, species amounts vs concentrations, conversion
+``reactions``          participants, stoichiometry, species right-hand sides
+``names``              SBML ids -> spec names, time name, local parameters
+``events``             SBML events (none supported yet: the seam where they go)
+``annotation``         the pbsens annotation (name, time, outputs, meta)
+``document``           libsbml import, status codes, error logs
+``write``              :func:`to_sbml`
+=====================  ==========================================================
+
+How SBML maps onto a spec
+-------------------------
+* **States** are the species changed by reactions (not ``boundaryCondition``, not
+  ``constant``), species with a rate rule, and parameters with a rate rule, in
+  document order (species first). A species state is the quantity its SBML
+  symbol denotes: the *concentration* for ``hasOnlySubstanceUnits="false"``
+  species, the *amount* for ``hasOnlySubstanceUnits="true"`` species (and for
+  species in 0-dimensional compartments). Kinetic laws are in amount/time, so
+  for a concentration species in compartment ``V``::
+
+      d[S]/dt = conversionFactor * (sum_r stoich_r * flux_r) / V
+
+  and for an amount species ``dS/dt = conversionFactor * sum_r stoich_r * flux_r``.
+  The conversion factor (species' or model's) is omitted when unset.
+* **Reaction fluxes** become definitions named after the reactions' ids, using
+  the kinetic law verbatim.
+* **Local parameters** (``<localParameter>``, or ``<parameter>`` in a Level 2
+  kinetic law) are promoted to global names ``<reactionid>__<paramid>`` (with a
+  trailing ``_`` added while the name is taken); ``meta["local_parameters"]``
+  maps each promoted name to ``[reaction id, local id]``.
+* **Constants** are the global parameters, local parameters, compartments and
+  species whose value never changes (no rule, no initial assignment; species
+  that are constant, boundary species without a rule, and species no reaction
+  changes). The *sensitivity parameters* (``spec.parameters``) are, by
+  default, the global parameters of that kind (whether or not ``constant`` is
+  set: without rules and events their value cannot change) and all local
+  parameters. ``parameters=`` picks any constants instead (by spec name or SBML
+  id). Every constant not picked becomes a *fixed numeric definition*
+  ``name = value``; their values are also listed in ``meta["fixed"]``.
+* **Compartments** are constants of that kind: by default a compartment is a
+  fixed numeric definition (so it is not a sensitivity parameter unless you
+  name it in ``parameters=``). A fixed compartment that no expression uses is
+  left out of the definitions; ``meta["compartments"]`` lists every
+  compartment's size.
+* **Assignment rules** become definitions; **rate rules** are right-hand sides;
+  definitions are ordered so that each uses only earlier ones (an algebraic
+  loop raises :class:`ModelError`).
+* **Initial assignments** give states their initial value as an expression of
+  the sensitivity parameters (everything else is substituted by its initial
+  value; SBML's initial time is 0). An initial assignment to a parameter or a
+  compartment makes it a definition whose expression is that initial value.
+  An initial assignment to a species reference (a constant stoichiometry
+  computed once) is substituted into the stoichiometry.
+* **Function definitions** are inlined (lambda bodies substituted); the
+  ``time`` csymbol is ``spec.time`` (the csymbol's own name when it is a usable
+  identifier, else ``t``); ``avogadro`` is the number 6.02214076e23.
+* **Names** that are Python keywords, functions of the expression dialect or
+  ``pi`` get a trailing ``_``; ``meta["sbml_names"]`` maps SBML id -> spec name
+  for every renamed element.
+
+Unsupported constructs raise one :class:`UnsupportedModelError` listing every
+occurrence as ``(kind, id)``: events, algebraic rules, ``delay``, ``rateOf``,
+fast reactions, stoichiometry math or species references changed by rules
+(variable stoichiometry), compartments changed by rules (non-constant
+compartments), reactions without a kinetic law, math without a dialect
+equivalent (``factorial``, ``quotient``, ``rem``, non-finite numbers, package
+math) and required SBML packages. Ignored (they do not affect the equations,
+and are listed in ``meta["sbml_ignored"]`` with a warning): constraints and
+optional (``required="false"``) packages. Units, notes and annotations are not
+used (except the pbsens annotation written by :func:`to_sbml`).
+"""
+from __future__ import annotations
+
+from ..dialect import DIALECT_FUNCTIONS as _DIALECT_FUNCTIONS  # noqa: F401 - former private names
+from ..dialect import eval_numeric as _eval_numeric  # noqa: F401
+from ..dialect import names_in as _names_in  # noqa: F401
+from ..dialect import number_text as _num  # noqa: F401
+from .annotation import PBSENS_NS
+from .mathml import expression_to_sbml_math, sbml_math_to_expression
+from .read import read_sbml
+from .rules import toposort as _toposort  # noqa: F401
+from .write import to_sbml
+
+__all__ = ["read_sbml", "to_sbml", "sbml_math_to_expression", "expression_to_sbml_math", "PBSENS_NS"]

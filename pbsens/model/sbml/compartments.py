@@ -1,0 +1,89 @@
+"""Compartments and what they do to species: amounts, concentrations, conversion factors.
+
+A species state is the quantity its SBML symbol denotes: the concentration for
+``hasOnlySubstanceUnits="false"`` species, the amount for
+``hasOnlySubstanceUnits="true"`` species and for species in 0-dimensional
+compartments. Kinetic laws are in amount/time, so a concentration species'
+right-hand side is divided by its compartment's size, and an initial amount is
+turned into a concentration (and back) with that size. The conversion factor
+(species' or model's) multiplies the reaction terms. Units themselves are not
+used: SBML's numbers are taken as they are written.
+
+Functions take the reader (``ctx``, see :class:`pbsens.model.sbml.read.SbmlReader`)
+for its ``src``, ``m``, ``comps``, ``names`` and :meth:`initial`.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from ...errors import ModelError
+from ..dialect import number_text
+
+
+def compartment_of(ctx, sp):
+    """The libsbml ``Compartment`` of species ``sp``."""
+    cid = sp.getCompartment()
+    c = ctx.comps.get(cid)
+    if c is None:
+        raise ModelError(f"{ctx.src}: species {sp.getId()!r} is in unknown compartment {cid!r}")
+    return c
+
+
+def amount_only(ctx, sp):
+    """True when species ``sp``'s symbol is its amount (not its concentration)."""
+    c = compartment_of(ctx, sp)
+    return sp.getHasOnlySubstanceUnits() or c.getSpatialDimensionsAsDouble() == 0
+
+
+def compartment_size(c):
+    """A compartment's size: its ``size``, 1 when 0-dimensional without one, else None."""
+    v = c.getSize()
+    if not c.isSetSize() or not math.isfinite(v):
+        if c.getSpatialDimensionsAsDouble() == 0:
+            return 1.0
+        return None
+    return float(v)
+
+
+def compartment_sizes(comps, names):
+    """``{spec name: size or None}`` of every compartment (``meta["compartments"]``)."""
+    out = {}
+    for cid, c in comps.items():
+        size = c.getSize()
+        out[names[cid]] = float(size) if c.isSetSize() and math.isfinite(size) else None
+    return out
+
+
+def species_initial(ctx, sp):
+    """Initial value of species ``sp`` (amount or concentration, as its symbol
+    denotes) from its initial amount or concentration, as dialect text."""
+    if sp.isSetInitialAmount():
+        amount = number_text(sp.getInitialAmount())
+        if amount_only(ctx, sp):
+            return amount
+        return f"{amount}/({ctx.initial(sp.getCompartment())})"
+    if sp.isSetInitialConcentration():
+        conc = number_text(sp.getInitialConcentration())
+        if not amount_only(ctx, sp) or compartment_of(ctx, sp).getSpatialDimensionsAsDouble() == 0:
+            return conc
+        return f"{conc}*({ctx.initial(sp.getCompartment())})"
+    raise ModelError(f"{ctx.src}: species {sp.getId()!r} has no initial amount, concentration or "
+                     f"initial assignment")
+
+
+def species_rate(ctx, sp, total):
+    """Rate of species ``sp``'s symbol from ``total``, the sum of stoichiometry times
+    flux (amount/time): times the conversion factor, over the compartment's size
+    for a concentration."""
+    sid = sp.getId()
+    cf = sp.getConversionFactor() if hasattr(sp, "isSetConversionFactor") and sp.isSetConversionFactor() \
+        else (ctx.m.getConversionFactor() if ctx.m.getLevel() >= 3 and ctx.m.isSetConversionFactor() else "")
+    if cf and total != "0":
+        if cf not in ctx.names:
+            raise ModelError(f"{ctx.src}: conversion factor {cf!r} of species {sid!r} is not a parameter")
+        total = f"{ctx.names[cf]}*{total}" if re.fullmatch(r"\w+", total) else f"{ctx.names[cf]}*({total})"
+    if not amount_only(ctx, sp) and total != "0":
+        comp = ctx.names[sp.getCompartment()]
+        total = f"{total}/{comp}" if re.fullmatch(r"\w+", total) else f"({total})/{comp}"
+    return total

@@ -1,0 +1,467 @@
+"""SBML math <-> the pbsens expression dialect.
+
+* MathML -> dialect: :class:`MathToDialect` walks a libsbml ``ASTNode`` tree and
+  emits dialect text, inlining function definitions (lambda bodies substituted),
+  writing ``piecewise`` as the dialect's ``piecewise(v1, c1, ..., [otherwise])``,
+  turning the ``time`` csymbol into the model's time name and ``avogadro`` into
+  6.02214076e23; :func:`sbml_math_to_expression` is its public form.
+* dialect -> MathML: :func:`expression_to_sbml_math` writes an SBML L3 infix
+  formula and lets libsbml parse it.
+
+Math without a dialect equivalent (``delay``, ``rateOf``, ``factorial``,
+``quotient``, ``rem``, non-finite numbers, package math) raises
+:class:`UnsupportedModelError`; :meth:`MathToDialect.unsupported_kind` says so
+for one node, without raising, so a reader can list every occurrence at once.
+"""
+from __future__ import annotations
+
+import ast
+import math
+
+from ...errors import ModelError, UnsupportedModelError
+from ..dialect import number_text
+from .document import load_libsbml
+
+AVOGADRO = 6.02214076e23
+
+# Operator precedences of the emitted (Python) syntax, low to high.
+P_OR, P_AND, P_NOT, P_CMP, P_ADD, P_MUL, P_UNARY, P_POW, P_ATOM = range(1, 10)
+
+
+def number_item(v):
+    """``(text, precedence)`` of a number."""
+    s = number_text(v)
+    return s, (P_UNARY if s.startswith("-") else P_ATOM)
+
+
+def _wrap(item, below):
+    """Parenthesise ``item = (text, prec)`` when its precedence is < ``below``."""
+    s, p = item
+    return f"({s})" if p < below else s
+
+
+def read_function_definitions(L, model, source):
+    """``{id: (bvar names, body ASTNode)}`` of a libsbml ``Model``'s function definitions."""
+    fdefs = {}
+    for i in range(model.getNumFunctionDefinitions()):
+        fd = model.getFunctionDefinition(i)
+        lam = fd.getMath()
+        if lam is None or lam.getType() != L.AST_LAMBDA:
+            raise ModelError(f"{source}: function definition {fd.getId()!r} has no lambda")
+        nch = lam.getNumChildren()
+        bvars = [lam.getChild(j).getName() for j in range(nch - 1)]
+        fdefs[fd.getId()] = (bvars, lam.getChild(nch - 1) if nch else None)
+    return fdefs
+
+
+# ======================================================= MathML -> dialect
+class MathToDialect:
+    """Recursive walker over libsbml ``ASTNode`` trees emitting dialect strings.
+
+    ``resolve(name) -> (text, precedence)`` maps an SBML identifier; ``fdefs`` maps
+    function-definition ids to ``(bvar names, body ASTNode)`` for inlining.
+    """
+
+    def __init__(self, L, fdefs, time_name):
+        self.L = L
+        self.fdefs = fdefs
+        self.time = time_name
+        T = L
+        self.simple = {
+            T.AST_FUNCTION_ABS: "abs", T.AST_FUNCTION_ARCCOS: "acos", T.AST_FUNCTION_ARCSIN: "asin",
+            T.AST_FUNCTION_ARCTAN: "atan", T.AST_FUNCTION_CEILING: "ceiling", T.AST_FUNCTION_COS: "cos",
+            T.AST_FUNCTION_COSH: "cosh", T.AST_FUNCTION_EXP: "exp", T.AST_FUNCTION_FLOOR: "floor",
+            T.AST_FUNCTION_LN: "log", T.AST_FUNCTION_SIN: "sin", T.AST_FUNCTION_SINH: "sinh",
+            T.AST_FUNCTION_TAN: "tan", T.AST_FUNCTION_TANH: "tanh",
+        }
+        # functions without a dialect name: template over the argument "{x}" (already parenthesised)
+        self.derived = {
+            T.AST_FUNCTION_SEC: ("1/cos({x})", P_MUL), T.AST_FUNCTION_CSC: ("1/sin({x})", P_MUL),
+            T.AST_FUNCTION_COT: ("cos({x})/sin({x})", P_MUL),
+            T.AST_FUNCTION_SECH: ("1/cosh({x})", P_MUL), T.AST_FUNCTION_CSCH: ("1/sinh({x})", P_MUL),
+            T.AST_FUNCTION_COTH: ("cosh({x})/sinh({x})", P_MUL),
+            T.AST_FUNCTION_ARCSEC: ("acos(1/{x})", P_ATOM), T.AST_FUNCTION_ARCCSC: ("asin(1/{x})", P_ATOM),
+            T.AST_FUNCTION_ARCCOT: ("atan(1/{x})", P_ATOM),
+            T.AST_FUNCTION_ARCSINH: ("log({x} + sqrt({x}**2 + 1))", P_ATOM),
+            T.AST_FUNCTION_ARCCOSH: ("log({x} + sqrt({x}**2 - 1))", P_ATOM),
+            T.AST_FUNCTION_ARCTANH: ("log((1 + {x})/(1 - {x}))/2", P_MUL),
+            T.AST_FUNCTION_ARCSECH: ("log(1/{x} + sqrt(1/{x}**2 - 1))", P_ATOM),
+            T.AST_FUNCTION_ARCCSCH: ("log(1/{x} + sqrt(1/{x}**2 + 1))", P_ATOM),
+            T.AST_FUNCTION_ARCCOTH: ("log(({x} + 1)/({x} - 1))/2", P_MUL),
+        }
+        self.relational = {
+            T.AST_RELATIONAL_EQ: "==", T.AST_RELATIONAL_NEQ: "!=", T.AST_RELATIONAL_LT: "<",
+            T.AST_RELATIONAL_LEQ: "<=", T.AST_RELATIONAL_GT: ">", T.AST_RELATIONAL_GEQ: ">=",
+        }
+        self.handled = (set(self.simple) | set(self.derived) | set(self.relational) | {
+            T.AST_PLUS, T.AST_MINUS, T.AST_TIMES, T.AST_DIVIDE, T.AST_POWER, T.AST_FUNCTION_POWER,
+            T.AST_INTEGER, T.AST_REAL, T.AST_REAL_E, T.AST_RATIONAL, T.AST_NAME, T.AST_NAME_TIME,
+            T.AST_NAME_AVOGADRO, T.AST_CONSTANT_E, T.AST_CONSTANT_PI, T.AST_CONSTANT_TRUE,
+            T.AST_CONSTANT_FALSE, T.AST_FUNCTION, T.AST_FUNCTION_LOG, T.AST_FUNCTION_ROOT,
+            T.AST_FUNCTION_PIECEWISE, T.AST_LOGICAL_AND, T.AST_LOGICAL_OR, T.AST_LOGICAL_NOT,
+            T.AST_LOGICAL_XOR, T.AST_LOGICAL_IMPLIES, T.AST_FUNCTION_MAX, T.AST_FUNCTION_MIN})
+
+    # ------------------------------------------------------------ public
+    def convert(self, node, resolve, where):
+        """Dialect string of ``node``; ``where`` names the element for errors."""
+        if node is None:
+            raise ModelError(f"{where}: the math element is missing")
+        return self._expr(node, resolve, where, ())[0]
+
+    def unsupported_kind(self, node):
+        """Kind string for an unconvertible node, or None when it is supported."""
+        L = self.L
+        t = node.getType()
+        if t == L.AST_FUNCTION_DELAY:
+            return "delay"
+        if t == L.AST_FUNCTION_RATE_OF:
+            return "rateOf"
+        if t in (L.AST_REAL, L.AST_REAL_E, L.AST_INTEGER, L.AST_RATIONAL) and not math.isfinite(node.getValue()):
+            return "non-finite number"
+        if t not in self.handled:
+            name = node.getName() or f"type {t}"
+            return f"math function {name!r}"
+        return None
+
+    # ----------------------------------------------------------- walker
+    def _expr(self, node, resolve, where, stack):
+        L = self.L
+        t = node.getType()
+        n = node.getNumChildren()
+        kids = [node.getChild(i) for i in range(n)]
+
+        def sub(k):
+            return self._expr(k, resolve, where, stack)
+
+        def need(lo, hi=None):
+            if n < lo or (hi is not None and n > hi):
+                name = node.getName() or f"operator type {t}"
+                raise ModelError(f"{where}: {name} has {n} argument(s)")
+
+        if t == L.AST_INTEGER:
+            return number_item(node.getInteger())
+        if t in (L.AST_REAL, L.AST_REAL_E):
+            v = node.getReal()
+            if not math.isfinite(v):
+                raise UnsupportedModelError(f"{where}: non-finite number {v}", [("non-finite number", where)])
+            return number_item(v)
+        if t == L.AST_RATIONAL:
+            num, den = node.getNumerator(), node.getDenominator()
+            if den == 0:
+                raise UnsupportedModelError(f"{where}: rational {num}/0", [("non-finite number", where)])
+            s = f"{num}/{den}"
+            return (f"-{-num}/{den}" if num < 0 else s), P_MUL
+        if t == L.AST_NAME:
+            return resolve(node.getName())
+        if t == L.AST_NAME_TIME:
+            return self.time, P_ATOM
+        if t == L.AST_NAME_AVOGADRO:
+            return number_item(AVOGADRO)
+        if t == L.AST_CONSTANT_E:
+            return "exp(1)", P_ATOM
+        if t == L.AST_CONSTANT_PI:
+            return "pi", P_ATOM
+        if t == L.AST_CONSTANT_TRUE:
+            return "0 == 0", P_CMP
+        if t == L.AST_CONSTANT_FALSE:
+            return "0 != 0", P_CMP
+        if t == L.AST_PLUS:
+            if n == 0:
+                return "0", P_ATOM
+            if n == 1:
+                return sub(kids[0])
+            return " + ".join(_wrap(sub(k), P_ADD) for k in kids), P_ADD
+        if t == L.AST_MINUS:
+            need(1, 2)
+            if n == 1:
+                return "-" + _wrap(sub(kids[0]), P_POW), P_UNARY
+            return f"{_wrap(sub(kids[0]), P_ADD)} - {_wrap(sub(kids[1]), P_MUL)}", P_ADD
+        if t == L.AST_TIMES:
+            if n == 0:
+                return "1", P_ATOM
+            if n == 1:
+                return sub(kids[0])
+            return "*".join(_wrap(sub(k), P_MUL) for k in kids), P_MUL
+        if t == L.AST_DIVIDE:
+            need(2, 2)
+            return f"{_wrap(sub(kids[0]), P_MUL)}/{_wrap(sub(kids[1]), P_UNARY)}", P_MUL
+        if t in (L.AST_POWER, L.AST_FUNCTION_POWER):
+            need(2, 2)
+            return f"{_wrap(sub(kids[0]), P_ATOM)}**{_wrap(sub(kids[1]), P_ATOM)}", P_POW
+        if t in self.simple:
+            need(1, 1)
+            return f"{self.simple[t]}({sub(kids[0])[0]})", P_ATOM
+        if t in self.derived:
+            need(1, 1)
+            tpl, prec = self.derived[t]
+            return tpl.format(x=f"({sub(kids[0])[0]})"), prec
+        if t == L.AST_FUNCTION_LOG:
+            need(1, 2)
+            if n == 1:
+                return f"log10({sub(kids[0])[0]})", P_ATOM
+            base, arg = sub(kids[0])[0], sub(kids[1])[0]
+            if base in ("10", "10.0"):
+                return f"log10({arg})", P_ATOM
+            if base in ("2", "2.0"):
+                return f"log2({arg})", P_ATOM
+            return f"log({arg}, {base})", P_ATOM
+        if t == L.AST_FUNCTION_ROOT:
+            need(1, 2)
+            if n == 1:
+                return f"sqrt({sub(kids[0])[0]})", P_ATOM
+            deg, arg = sub(kids[0]), sub(kids[1])
+            if deg[0] in ("2", "2.0"):
+                return f"sqrt({arg[0]})", P_ATOM
+            return f"{_wrap(arg, P_ATOM)}**(1/{_wrap(deg, P_ATOM)})", P_POW
+        if t in (L.AST_FUNCTION_MAX, L.AST_FUNCTION_MIN):
+            need(1)
+            fn = "max" if t == L.AST_FUNCTION_MAX else "min"
+            return f"{fn}({', '.join(sub(k)[0] for k in kids)})", P_ATOM
+        if t == L.AST_FUNCTION_PIECEWISE:
+            need(1)
+            # children: value1, condition1, ..., [otherwise]; without otherwise the
+            # value is undefined when no condition holds (as in SBML).
+            return f"piecewise({', '.join(sub(k)[0] for k in kids)})", P_ATOM
+        if t in self.relational:
+            need(2)
+            op = self.relational[t]
+            items = [_wrap(sub(k), P_ADD) for k in kids]
+            parts = [f"{items[i]} {op} {items[i + 1]}" for i in range(n - 1)]
+            if len(parts) == 1:
+                return parts[0], P_CMP
+            return " and ".join(f"({p})" for p in parts), P_AND
+        if t == L.AST_LOGICAL_AND or t == L.AST_LOGICAL_OR:
+            is_and = t == L.AST_LOGICAL_AND
+            if n == 0:
+                return ("0 == 0", P_CMP) if is_and else ("0 != 0", P_CMP)
+            if n == 1:
+                return sub(kids[0])
+            prec = P_AND if is_and else P_OR
+            word = " and " if is_and else " or "
+            return word.join(_wrap(sub(k), prec + 1) for k in kids), prec
+        if t == L.AST_LOGICAL_NOT:
+            need(1, 1)
+            return "not " + _wrap(sub(kids[0]), P_CMP), P_NOT
+        if t == L.AST_LOGICAL_XOR:
+            if n == 0:
+                return "0 != 0", P_CMP
+            acc = sub(kids[0])
+            for k in kids[1:]:
+                a, b = _wrap(acc, P_ATOM), _wrap(sub(k), P_ATOM)
+                acc = (f"({a} and not {b}) or (not {a} and {b})", P_OR)
+            return acc
+        if t == L.AST_LOGICAL_IMPLIES:
+            need(2, 2)
+            return f"not {_wrap(sub(kids[0]), P_CMP)} or {_wrap(sub(kids[1]), P_AND)}", P_OR
+        if t == L.AST_FUNCTION:
+            return self._call(node, kids, resolve, where, stack)
+        kind = self.unsupported_kind(node) or f"math function {node.getName()!r}"
+        raise UnsupportedModelError(f"{where}: {kind} has no equivalent in pbsens model expressions",
+                                    [(kind, where)])
+
+    def _call(self, node, kids, resolve, where, stack):
+        name = node.getName()
+        if name not in self.fdefs:
+            raise ModelError(f"{where}: call of unknown function {name!r}")
+        if name in stack:
+            raise ModelError(f"{where}: function definition {name!r} calls itself")
+        bvars, body = self.fdefs[name]
+        if len(kids) != len(bvars):
+            raise ModelError(f"{where}: function {name!r} takes {len(bvars)} argument(s), "
+                             f"called with {len(kids)}")
+        args = {b: self._expr(k, resolve, where, stack) for b, k in zip(bvars, kids)}
+
+        def body_resolve(sym):
+            if sym in args:
+                return args[sym]
+            raise ModelError(f"function definition {name!r} uses {sym!r}, which is not one of its "
+                             f"arguments ({', '.join(bvars) or 'none'})")
+
+        if body is None:
+            raise ModelError(f"function definition {name!r} has no body")
+        return self._expr(body, body_resolve, f"function definition {name!r}", stack + (name,))
+
+
+def sbml_math_to_expression(node, resolve=None, time_name="t", function_definitions=None,
+                            where="math"):
+    """Convert a libsbml ``ASTNode`` to a pbsens expression string.
+
+    Parameters
+    ----------
+    node : libsbml.ASTNode
+        The math to convert.
+    resolve : callable, optional
+        ``resolve(sbml_id) -> str`` gives the spec text for an identifier
+        (default: the identifier itself).
+    time_name : str
+        Text for the ``time`` csymbol.
+    function_definitions : dict, optional
+        ``{id: (list of bvar names, body ASTNode)}`` for inlining calls.
+    where : str
+        Element named in error messages.
+
+    Returns
+    -------
+    str
+        The expression in the dialect of :mod:`pbsens.model.spec`.
+    """
+    L = load_libsbml()
+    res = (lambda s: (s, P_ATOM)) if resolve is None else (lambda s: (resolve(s), P_ATOM))
+    return MathToDialect(L, function_definitions or {}, time_name).convert(node, res, where)
+
+
+# ======================================================= dialect -> MathML
+_CMP_L3 = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_SAME_L3 = {"exp": "exp", "sqrt": "sqrt", "abs": "abs", "sin": "sin", "cos": "cos", "tan": "tan",
+            "asin": "arcsin", "acos": "arccos", "atan": "arctan", "sinh": "sinh", "cosh": "cosh",
+            "tanh": "tanh", "floor": "floor", "ceiling": "ceil", "ceil": "ceil", "ln": "ln"}
+
+
+def expression_to_sbml_math(expr, symbols, time_name="t", where="expression"):
+    """Convert a pbsens expression string to a libsbml ``ASTNode`` (MathML).
+
+    The expression is parsed with :mod:`ast` (as pbsens parses it: ``^`` is ``**``)
+    and written as an SBML L3 infix formula in which every identifier is replaced
+    by a neutral placeholder, parsed with ``libsbml.parseL3Formula``, and the
+    placeholders are then renamed; so ids that the L3 syntax reserves (``time``,
+    ``avogadro``, ``inf``, ``pi``...) keep their meaning as plain identifiers.
+
+    Parameters
+    ----------
+    expr : str
+        Expression in the dialect of :mod:`pbsens.model.spec`.
+    symbols : collection of str
+        Identifiers the expression may use (besides ``time_name`` and ``pi``).
+    time_name : str
+        The model's time variable, written as the ``time`` csymbol.
+    where : str
+        Element named in error messages.
+
+    Returns
+    -------
+    libsbml.ASTNode
+
+    Raises
+    ------
+    ModelError
+        Syntax errors, unknown names or functions, or a formula libsbml rejects.
+    """
+    L = load_libsbml()
+    try:
+        # '^' is power with power's precedence (as pbsens.model.symbolic reads it)
+        tree = ast.parse(str(expr).strip().replace("^", "**"), mode="eval")
+    except SyntaxError as exc:
+        raise ModelError(f"{where}: cannot parse {expr!r}: {exc.msg}") from None
+    placeholders: dict[str, str] = {}
+
+    def ph(name):
+        if name not in placeholders:
+            placeholders[name] = f"pbsensph{len(placeholders)}"
+        return placeholders[name]
+
+    def bad(msg):
+        raise ModelError(f"{where}: {msg} in {expr!r}")
+
+    def w(n):
+        if isinstance(n, ast.Expression):
+            return w(n.body)
+        if isinstance(n, ast.Constant):
+            v = n.value
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            if not isinstance(v, (int, float)):
+                bad(f"unsupported literal {v!r}")
+            return f"({number_text(v)})"
+        if isinstance(n, ast.Name):
+            if n.id in symbols or n.id == time_name:
+                return ph(n.id)
+            if n.id == "pi":
+                return "pi"
+            bad(f"unknown name {n.id!r}")
+        if isinstance(n, ast.BinOp):
+            ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "^", ast.BitXor: "^"}
+            if type(n.op) not in ops:
+                bad(f"operator {type(n.op).__name__} is not allowed")
+            return f"({w(n.left)} {ops[type(n.op)]} {w(n.right)})"
+        if isinstance(n, ast.UnaryOp):
+            if isinstance(n.op, ast.USub):
+                return f"(-{w(n.operand)})"
+            if isinstance(n.op, ast.UAdd):
+                return w(n.operand)
+            if isinstance(n.op, ast.Not):
+                return f"(!{w(n.operand)})"
+            bad(f"operator {type(n.op).__name__} is not allowed")
+        if isinstance(n, ast.BoolOp):
+            word = " && " if isinstance(n.op, ast.And) else " || "
+            return "(" + word.join(w(v) for v in n.values) + ")"
+        if isinstance(n, ast.Compare):
+            parts, left = [], w(n.left)
+            for op, comp in zip(n.ops, n.comparators):
+                if type(op) not in _CMP_L3:
+                    bad(f"comparison {type(op).__name__} is not allowed")
+                right = w(comp)
+                parts.append(f"({left} {_CMP_L3[type(op)]} {right})")
+                left = right
+            return parts[0] if len(parts) == 1 else "(" + " && ".join(parts) + ")"
+        if isinstance(n, ast.Call):
+            if not isinstance(n.func, ast.Name) or n.keywords:
+                bad("only plain calls like exp(x) are allowed")
+            fn, args = n.func.id, [w(a) for a in n.args]
+            if fn in symbols:
+                bad(f"{fn!r} is a model symbol and cannot be called")
+
+            def nargs(lo, hi):
+                if not lo <= len(args) <= hi:
+                    bad(f"{fn}() takes {lo}{'' if lo == hi else f' to {hi}'} argument(s), got {len(args)}")
+
+            if fn in _SAME_L3:
+                nargs(1, 1)
+                return f"{_SAME_L3[fn]}({args[0]})"
+            if fn == "log":
+                nargs(1, 2)
+                return f"ln({args[0]})" if len(args) == 1 else f"log({args[1]}, {args[0]})"
+            if fn == "log10":
+                nargs(1, 1)
+                return f"log10({args[0]})"
+            if fn == "log2":
+                nargs(1, 1)
+                return f"log(2, {args[0]})"
+            if fn == "pow":
+                nargs(2, 2)
+                return f"({args[0]} ^ {args[1]})"
+            if fn in ("min", "max"):
+                nargs(1, 10 ** 6)
+                return f"{fn}({', '.join(args)})"
+            if fn == "piecewise":
+                nargs(1, 10 ** 6)
+                return f"piecewise({', '.join(args)})"
+            if fn == "heaviside":
+                nargs(1, 1)
+                return f"piecewise(1, {args[0]} >= 0, 0)"
+            bad(f"unknown function {fn!r}")
+        bad(f"{type(n).__name__} is not allowed")
+
+    formula = w(tree)
+    settings = L.L3ParserSettings()
+    settings.setParseLog(L.L3P_PARSE_LOG_AS_LN)
+    settings.setParseAvogadroCsymbol(False)
+    node = L.parseL3FormulaWithSettings(formula, settings)
+    if node is None:
+        raise ModelError(f"{where}: libsbml cannot parse {expr!r} (as {formula!r}): "
+                         f"{L.getLastParseL3Error()}")
+    back = {v: k for k, v in placeholders.items()}
+
+    def rename(nd):
+        if nd.getType() == L.AST_NAME and nd.getName() in back:
+            real = back[nd.getName()]
+            if real == time_name:
+                nd.setType(L.AST_NAME_TIME)
+            nd.setName(real)
+        elif nd.getType() == L.AST_NAME:
+            raise ModelError(f"{where}: unexpected name {nd.getName()!r} in {expr!r} (as {formula!r})")
+        for i in range(nd.getNumChildren()):
+            rename(nd.getChild(i))
+
+    rename(node)
+    return node
+

@@ -1,0 +1,109 @@
+"""Reactions -> species right-hand sides: participants, stoichiometry, the sum of fluxes.
+
+Each reaction's kinetic law becomes a definition named after the reaction (the
+reader does that); here a species' right-hand side is assembled as
+``sum_r stoich_r * flux_r`` (then scaled by :func:`species_rate`). A
+stoichiometry is a number, or an expression of the sensitivity parameters when
+an initial assignment sets the species reference.
+
+Functions take the reader (``ctx``, see :class:`pbsens.model.sbml.read.SbmlReader`).
+"""
+from __future__ import annotations
+
+import math
+import re
+import warnings
+
+from ..dialect import eval_numeric, number_text
+from .compartments import species_rate
+
+
+def scan_reactions(ctx):
+    """Report fast reactions, reactions without a kinetic law, unsupported kinetic-law
+    math and stoichiometry math; return the ids of the species references."""
+    m = ctx.m
+    sref_ids = set()
+    for i in range(m.getNumReactions()):
+        r = m.getReaction(i)
+        rid = r.getId()
+        if r.isSetFast() and r.getFast():
+            ctx.add_unsupported("fast reaction", rid)
+        if r.getKineticLaw() is None:
+            ctx.add_unsupported("reaction without kinetic law", rid)
+        else:
+            ctx.scan_math(r.getKineticLaw().getMath(), rid)
+        for lst in (r.getListOfReactants(), r.getListOfProducts()):
+            for j in range(lst.size()):
+                sr = lst.get(j)
+                sid = sr.getId() if sr.isSetId() else ""
+                if sid:
+                    sref_ids.add(sid)
+                if hasattr(sr, "isSetStoichiometryMath") and sr.isSetStoichiometryMath():
+                    ctx.add_unsupported("stoichiometry math", sid or f"{rid}:{sr.getSpecies()}")
+    return sref_ids
+
+
+def reaction_participants(reactions):
+    """``(srefs, participants)``: species reference id -> ``SpeciesReference``, and
+    reaction id -> ``[(species id, sign, SpeciesReference), ...]`` (reactants -1)."""
+    srefs = {}
+    participants = {}
+    for rid, r in reactions.items():
+        parts = []
+        for sign, lst in ((-1, r.getListOfReactants()), (1, r.getListOfProducts())):
+            for j in range(lst.size()):
+                sr = lst.get(j)
+                if sr.isSetId() and sr.getId():
+                    srefs[sr.getId()] = sr
+                parts.append((sr.getSpecies(), sign, sr))
+        participants[rid] = parts
+    return srefs, participants
+
+
+def stoichiometry(ctx, sr):
+    """Stoichiometry of a species reference as text (number, or expression of parameters)."""
+    if sr.isSetId() and sr.getId() in ctx.ia:
+        saved = ctx.numeric_mode
+        ctx.numeric_mode = False
+        try:
+            return ctx.initial(sr.getId())
+        finally:
+            ctx.numeric_mode = saved
+    v = sr.getStoichiometry()
+    if ctx.m.getLevel() < 3 and hasattr(sr, "getDenominator"):
+        v = v / sr.getDenominator()
+    if not math.isfinite(v):
+        warnings.warn(f"{ctx.src}: species reference to {sr.getSpecies()!r} in reaction "
+                      f"{sr.getParentSBMLObject().getParentSBMLObject().getId()!r} has no stoichiometry; "
+                      f"using 1", stacklevel=5)
+        v = 1.0
+    return number_text(v)
+
+
+def species_rhs(ctx, sid, participants):
+    """Right-hand side of species ``sid`` changed by the reactions in ``participants``."""
+    terms = []
+    for rid, parts in participants.items():
+        coef_num, coef_expr = 0.0, []
+        for s2, sign, sr in parts:
+            if s2 != sid:
+                continue
+            st = stoichiometry(ctx, sr)
+            v = eval_numeric(st)
+            if v is not None:
+                coef_num += sign * v
+            else:
+                coef_expr.append(("-" if sign < 0 else "+") + f"({st})")
+        flux = ctx.names[rid]
+        if coef_expr:
+            coef = "".join(coef_expr) + (("+" if coef_num >= 0 else "") + number_text(coef_num) if coef_num else "")
+            coef = coef.lstrip("+")
+            terms.append(f"+{coef}*{flux}" if re.fullmatch(r"\([^()]*\)", coef) else f"+({coef})*{flux}")
+        elif coef_num == 1:
+            terms.append(f"+{flux}")
+        elif coef_num == -1:
+            terms.append(f"-{flux}")
+        elif coef_num != 0:
+            terms.append(f"{'+' if coef_num > 0 else '-'}{number_text(abs(coef_num))}*{flux}")
+    total = "".join(terms).lstrip("+") or "0"
+    return species_rate(ctx, ctx.species[sid], total)

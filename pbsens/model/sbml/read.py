@@ -1,0 +1,383 @@
+"""Read an SBML document into a :class:`~pbsens.model.spec.ModelSpec`: the orchestration.
+
+:func:`read_sbml` loads the file with libsbml, lets :class:`SbmlReader` list
+every unsupported construct (raised together, after libsbml's own validation),
+then builds the spec step by step; each step's rules live in their own module:
+names (:mod:`.names`), math (:mod:`.mathml`), rules and initial values
+(:mod:`.rules`), compartments (:mod:`.compartments`), reactions
+(:mod:`.reactions`), events (:mod:`.events`) and the pbsens annotation
+(:mod:`.annotation`). How SBML maps onto a spec is described in
+:mod:`pbsens.model.sbml`.
+
+The reader is the context (``ctx``) those modules' functions receive. What they
+use of it: ``src`` (the file, for messages), ``m`` (the libsbml ``Model``),
+``comps``/``species``/``params``/``reactions``/``srefs`` (id -> libsbml
+element), ``assign``/``rate``/``ia`` (id -> math of assignment rules, rate
+rules, initial assignments), ``names`` (SBML id -> spec name), ``local``
+(promoted local parameters), ``selected`` (spec names of the sensitivity
+parameters), ``time`` (the spec's time name), ``walker`` (the
+:class:`~.mathml.MathToDialect`), ``numeric_mode``; and the methods
+:meth:`~SbmlReader.add_unsupported`, :meth:`~SbmlReader.scan_math`,
+:meth:`~SbmlReader.convert` and :meth:`~SbmlReader.initial`.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+from ...errors import ModelError, UnsupportedModelError
+from ..dialect import eval_numeric, names_in
+from ..spec import Definition, ModelSpec, Quantity
+from .annotation import read_annotation
+from .compartments import compartment_sizes
+from .document import check_consistency, element_id, load_libsbml, raise_on_errors
+from .events import read_events, scan_events
+from .mathml import P_ATOM, P_OR, MathToDialect, read_function_definitions
+from .names import choose_time_name, promote_local_parameters, spec_names
+from .reactions import reaction_participants, scan_reactions, species_rhs, stoichiometry
+from .rules import collect_rules, constant_value, initial_value, scan_rules, toposort
+
+__all__ = ["read_sbml"]
+
+
+def read_sbml(path, parameters=None) -> ModelSpec:
+    """Read an SBML file into a validated :class:`~pbsens.model.spec.ModelSpec`.
+
+    See :mod:`pbsens.model.sbml` for how SBML elements map onto the spec.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The SBML file (any level/version libsbml reads).
+    parameters : list of str, optional
+        The sensitivity parameters, by spec name (e.g. ``"R1__k"`` for a local
+        parameter ``k`` of reaction ``R1``) or SBML id. Any constant quantity may
+        be named: global or local parameters, compartments, and species that no
+        reaction or rule changes. Constants not named become fixed numeric
+        definitions. Default: all global parameters not set by rules or initial
+        assignments, and all local parameters.
+
+    Returns
+    -------
+    ModelSpec
+
+    Raises
+    ------
+    ModelError
+        Unreadable or invalid SBML (libsbml's errors are quoted), missing
+        values, algebraic loops, or a bad ``parameters`` entry.
+    UnsupportedModelError
+        The model uses constructs pbsens cannot represent; ``.unsupported``
+        lists every one as ``(kind, id)``.
+    """
+    L = load_libsbml()
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ModelError(f"SBML file {path!r} does not exist")
+    doc = L.readSBMLFromFile(path)
+    source = f"SBML file {path!r}"
+    raise_on_errors(L, doc, source, "cannot be read")
+    if doc.getModel() is None:
+        raise ModelError(f"{source} contains no <model>")
+    reader = SbmlReader(L, doc, source, path)
+    reader.scan()
+    check_consistency(L, doc, source, "is not valid SBML")
+    reader.raise_unsupported()
+    return reader.build(parameters)
+
+
+class SbmlReader:
+    """One SBML model on its way to a ModelSpec (see :func:`read_sbml`)."""
+
+    def __init__(self, L, doc, source, path):
+        self.L = L
+        self.doc = doc
+        self.m = doc.getModel()
+        self.src = source
+        self.path = path
+        self.unsupported: list = []
+        self.ignored: list = []
+        self.time_names: set = set()
+        self.fdefs = read_function_definitions(L, self.m, source)
+        self.walker = MathToDialect(L, self.fdefs, "t")
+        self.events = ()
+
+    # ------------------------------------------------------------ scanning
+    def add_unsupported(self, kind, ident):
+        """Record an unsupported construct ``(kind, id)`` (raised later, all at once)."""
+        if (kind, ident) not in self.unsupported:
+            self.unsupported.append((kind, ident))
+
+    def scan_math(self, node, owner):
+        """Record unsupported math under ``node`` (owned by element ``owner``) and
+        the names of ``time`` csymbols."""
+        if node is None:
+            return
+        kind = self.walker.unsupported_kind(node)
+        if kind:
+            self.add_unsupported(kind, owner)
+        if node.getType() == self.L.AST_NAME_TIME:
+            self.time_names.add(node.getName() or "")
+        for i in range(node.getNumChildren()):
+            self.scan_math(node.getChild(i), owner)
+
+    def scan(self):
+        """Collect every unsupported construct (raised later, all at once)."""
+        m, doc = self.m, self.doc
+        # SBML packages exist from Level 3 on (libsbml attaches layout/render plugins to
+        # Level 2 documents by itself: those are annotations there)
+        for i in range(doc.getNumPlugins() if doc.getLevel() >= 3 else 0):
+            pkg = doc.getPlugin(i).getPackageName()
+            if pkg == "l3v2extendedmath":     # libsbml's internal name for L3V2 core math
+                continue
+            if doc.getPackageRequired(pkg):
+                self.add_unsupported("package", pkg)
+            else:
+                self.ignored.append(("package", pkg))
+        for i in range(doc.getNumUnknownPackages()):
+            uri = doc.getUnknownPackageURI(i)
+            prefix = doc.getUnknownPackagePrefix(i)
+            if doc.getPackageRequired(uri):
+                self.add_unsupported("package", prefix or uri)
+            else:
+                self.ignored.append(("package", prefix or uri))
+        scan_events(m, self)
+        for i in range(m.getNumConstraints()):
+            self.ignored.append(("constraint", element_id(m.getConstraint(i), "constraint", i)))
+        comp_ids = {m.getCompartment(i).getId() for i in range(m.getNumCompartments())}
+        sref_ids = scan_reactions(self)
+        scan_rules(self, comp_ids, sref_ids)
+        for fid, (_, body) in self.fdefs.items():
+            self.scan_math(body, fid)
+
+    def raise_unsupported(self):
+        if self.unsupported:
+            listing = ", ".join(f"{k} {i!r}" for k, i in self.unsupported)
+            raise UnsupportedModelError(
+                f"{self.src} uses SBML constructs pbsens cannot represent: {listing}", self.unsupported)
+
+    # ------------------------------------------------------------ building
+    def build(self, parameters):
+        m = self.m
+        src = self.src
+        if self.ignored:
+            warnings.warn(f"{src}: ignored (no effect on the equations): "
+                          + ", ".join(f"{k} {i!r}" for k, i in self.ignored), stacklevel=3)
+        comps = {c.getId(): c for c in (m.getCompartment(i) for i in range(m.getNumCompartments()))}
+        species = {s.getId(): s for s in (m.getSpecies(i) for i in range(m.getNumSpecies()))}
+        params = {p.getId(): p for p in (m.getParameter(i) for i in range(m.getNumParameters()))}
+        reactions = {r.getId(): r for r in (m.getReaction(i) for i in range(m.getNumReactions()))}
+        self.comps, self.species, self.params, self.reactions = comps, species, params, reactions
+        self.assign, self.rate, self.ia = assign, rate, ia = collect_rules(m)
+        annotation = read_annotation(m)
+        self.srefs, participants = reaction_participants(reactions)
+
+        # ---- roles
+        changed = set()   # species changed by reactions
+        for rid, parts in participants.items():
+            for sid, _, _ in parts:
+                sp = species.get(sid)
+                if sp is None:
+                    raise ModelError(f"{src}: reaction {rid!r} uses unknown species {sid!r}")
+                if not sp.getBoundaryCondition() and not sp.getConstant():
+                    changed.add(sid)
+        states = [s for s in species if s in rate or (s in changed and s not in assign)]
+        states += [p for p in params if p in rate]
+        state_set = set(states)
+
+        # ---- names
+        time_name = choose_time_name(m, annotation, self.time_names)
+        self.time = time_name
+        self.walker.time = time_name
+        names, renamed, taken = spec_names(list(comps) + list(species) + list(params) + list(reactions),
+                                           time_name)
+        local, local_meta = promote_local_parameters(reactions, m.getLevel(), names, taken, src)
+        self.names = names
+        self.local = local
+
+        # ---- constants (candidate sensitivity parameters), by spec name
+        candidates = {}       # spec name -> (sbml id or (rid, lid), kind)
+        for cid, c in comps.items():
+            if cid not in ia:
+                candidates[names[cid]] = (cid, "compartment")
+        for sid in species:
+            if sid not in state_set and sid not in assign and sid not in ia:
+                candidates[names[sid]] = (sid, "species")
+        for pid in params:
+            if pid not in state_set and pid not in assign and pid not in ia:
+                candidates[names[pid]] = (pid, "parameter")
+        for key, (nm, _) in local.items():
+            candidates[nm] = (key, "local parameter")
+        by_sbml_id = {v[0]: k for k, v in candidates.items() if isinstance(v[0], str)}
+
+        if parameters is None:
+            selected = [n for n, (_, kind) in candidates.items() if kind in ("parameter", "local parameter")]
+        else:
+            if isinstance(parameters, str):
+                parameters = [parameters]
+            selected = []
+            for p in parameters:
+                nm = p if p in candidates else by_sbml_id.get(p)
+                if nm is None:
+                    why = self._why_not_candidate(p, state_set)
+                    raise ModelError(f"{src}: parameters= names {p!r}, which {why}; constants that can be "
+                                     f"sensitivity parameters: {', '.join(candidates) or 'none'}")
+                if nm not in selected:
+                    selected.append(nm)
+        self.selected = set(selected)
+        self.candidates = candidates
+
+        # ---- numeric values of the candidates (species: from the initial values)
+        self.init_cache, self.init_busy = {}, []
+        self.numeric_mode = True
+        values = {nm: constant_value(self, *candidates[nm]) for nm in selected}
+
+        # ---- parameters
+        spec_params = []
+        for nm in selected:
+            v = values[nm]
+            if v is None:
+                key, kind = candidates[nm]
+                raise ModelError(f"{src}: {kind} {key!r} cannot be a sensitivity parameter: its value "
+                                 f"is not a number")
+            spec_params.append(Quantity(nm, float(v)))
+
+        # ---- initial values in terms of the selected parameters
+        self.init_cache, self.init_busy = {}, []
+        self.numeric_mode = False
+        spec_states = []
+        for sid in states:
+            expr = self.initial(sid)
+            v = eval_numeric(expr)
+            spec_states.append(Quantity(names[sid], v if v is not None else expr))
+
+        # ---- definitions (natural order; sorted topologically below)
+        defs = []        # (name, expression, sbml id)
+        fixed_meta = {}
+        sizeless = []
+        for nm, (key, kind) in candidates.items():
+            if nm in self.selected:
+                continue
+            if kind == "compartment" and constant_value(self, key, kind) is None:
+                sizeless.append(nm)      # an error only if an expression uses it (checked below)
+                continue
+            expr = self.initial(key)       # a number unless it depends on sensitivity parameters
+            v = eval_numeric(expr)
+            if v is not None:
+                fixed_meta[nm] = v
+            defs.append((nm, expr, key))
+        for ident in list(comps) + list(params):
+            if ident in ia and ident not in state_set:
+                defs.append((names[ident], self.initial(ident), ident))
+        for sid in species:
+            if sid in ia and sid not in state_set and sid not in assign:
+                defs.append((names[sid], self.initial(sid), sid))
+        for i in range(m.getNumRules()):
+            rule = m.getRule(i)
+            if rule.isAssignment():
+                var = rule.getVariable()
+                if var not in names:
+                    raise ModelError(f"{src}: assignment rule for unknown symbol {var!r}")
+                defs.append((names[var], self.convert(rule.getMath(), f"assignment rule for {var!r}"), var))
+        for rid, r in reactions.items():
+            defs.append((names[rid], self.convert(r.getKineticLaw().getMath(), f"kinetic law of reaction "
+                                                   f"{rid!r}", rid), rid))
+
+        # ---- right-hand sides
+        odes = {}
+        for ident in states:
+            if ident in rate:
+                odes[names[ident]] = self.convert(rate[ident], f"rate rule for {ident!r}")
+            else:
+                odes[names[ident]] = species_rhs(self, ident, participants)
+
+        # ---- events: read_events raises for any event today (scan() has reported each already)
+        self.events = read_events(m, self)
+
+        # ---- outputs (marked by to_sbml's annotation) and unused compartments
+        out_names = set(annotation.get("outputs", ()))
+        used = set()
+        for e in list(odes.values()) + [d[1] for d in defs] + [s.value for s in spec_states
+                                                                   if isinstance(s.value, str)]:
+            used |= names_in(e)
+        outputs = []
+        if out_names:
+            keep = []
+            for d in defs:
+                if d[0] in out_names and d[2] in assign and d[0] not in used:
+                    outputs.append(Definition(d[0], d[1]))
+                else:
+                    keep.append(d)
+            defs = keep
+            used = set()
+            for e in list(odes.values()) + [d[1] for d in defs] + [o.expression for o in outputs]:
+                used |= names_in(e)
+        for nm in sizeless:
+            if nm in used:
+                raise ModelError(f"{src}: compartment {candidates[nm][0]!r} has no size, but an expression "
+                                 f"or a species concentration needs it")
+        compartments_meta = compartment_sizes(comps, names)
+        defs = [d for d in defs if not (d[2] in comps and d[0] not in used and d[0] not in self.selected)]
+        for nm in list(fixed_meta):
+            if nm not in {d[0] for d in defs}:
+                del fixed_meta[nm]
+        definitions = toposort(defs, src)
+
+        # ---- meta
+        meta = dict(annotation.get("meta", {}))
+        meta["sbml"] = {"file": self.path, "level": self.doc.getLevel(), "version": self.doc.getVersion(),
+                        "model_id": m.getId()}
+        if renamed:
+            meta["sbml_names"] = renamed
+        if local_meta:
+            meta["local_parameters"] = local_meta
+        if fixed_meta:
+            meta["fixed"] = fixed_meta
+        if compartments_meta:
+            meta["compartments"] = compartments_meta
+        if self.ignored:
+            meta["sbml_ignored"] = [list(x) for x in self.ignored]
+        name = annotation.get("name") or m.getId() or m.getName() or os.path.splitext(os.path.basename(self.path))[0]
+        title = annotation.get("title", m.getName() if m.isSetName() else "")
+        spec = ModelSpec(name=name, states=spec_states, parameters=spec_params, odes=odes,
+                         definitions=definitions, outputs=outputs, time=time_name, title=title, meta=meta)
+        return spec.validate()
+
+    # ----------------------------------------------------------- helpers
+    def _why_not_candidate(self, p, state_set):
+        ids = {nm: i for i, nm in self.names.items()}
+        ident = ids.get(p, p)
+        if ident in state_set:
+            return "is a state (changed by reactions or a rate rule)"
+        if ident in self.assign:
+            return "is set by an assignment rule"
+        if ident in self.ia:
+            return "is set by an initial assignment"
+        if ident in self.reactions:
+            return "is a reaction"
+        return "is not in the model"
+
+    def _resolver(self, rid=None):
+        """resolve(id) -> (text, prec) for rhs/definitions (names)."""
+        names, srefs, local = self.names, self.srefs, self.local
+
+        def resolve(ident):
+            if rid is not None and (rid, ident) in local:
+                return local[(rid, ident)][0], P_ATOM
+            if ident in names:
+                return names[ident], P_ATOM
+            if ident in srefs:
+                text = stoichiometry(self, srefs[ident])
+                return text, (P_ATOM if eval_numeric(text) is not None and not text.startswith("-") else P_OR)
+            raise ModelError(f"{self.src}: unknown symbol {ident!r}")
+
+        return resolve
+
+    def convert(self, node, where, rid=None):
+        """Dialect text, in spec names, of the math ``node`` (``rid``: the reaction whose
+        local parameters it may use); ``where`` names the element for errors."""
+        return self.walker.convert(node, self._resolver(rid), f"{self.src}: {where}")
+
+    def initial(self, ident):
+        """Initial value of an SBML symbol as dialect text (see :func:`.rules.initial_value`)."""
+        return initial_value(self, ident)
