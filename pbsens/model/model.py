@@ -62,6 +62,8 @@ class Model:
         self._p = np.array(p, dtype=np.float64)
         self._user_fns = user_fns  # (rhs, jac_x, jac_p) dispatchers, or None: built on demand
         self._x0 = self.initial_state(self._p)
+        if self.events:
+            self.discontinuities   # noqa: B018 - an event the solver cannot execute fails at load, not mid-solve
 
     # ----------------------------------------------------------------- sizes
     @property

@@ -84,8 +84,9 @@ class Simulation:
     steady_state : dict or None
         For ``inf`` outputs: what :func:`steady_state` reported (``strategy``,
         ``time``, ``wrms``, ``conservation_laws``).
-    n_segments : int
-        Number of separate solves.
+    segments : list of (float, float)
+        The spans integrated, in order (each ends just short of a stop and the
+        next starts just after it).
     timings : dict
         Seconds: ``"segments"`` (all solves), ``"steady_state"``, ``"total"``.
     """
@@ -98,7 +99,7 @@ class Simulation:
     events: list = field(default_factory=list)
     breakpoints: np.ndarray = field(default_factory=lambda: np.empty(0))
     steady_state: dict | None = None
-    n_segments: int = 0
+    segments: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
 
     def __repr__(self):
@@ -282,7 +283,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     X_out = np.empty((te.size, nx))
     S_out = np.empty((te.size, nx, np_)) if sens else None
     seg_time = 0.0
-    n_seg = 0
+    spans = []
     cur = t0
     cur_is_stop = start_shift
     bounds = [(tau, tb, ev) for tau, tb, ev in stops]
@@ -302,7 +303,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
             Xs, Ss, x, S_end = _segment(model, a, b, finite[sel], x, S, p, method, sens, solver, rtol, atol,
                                         sens_opts, fs_opts, solver_opts)
             seg_time += time.perf_counter() - t1
-            n_seg += 1
+            spans.append((a, b))
             X_out[sel] = Xs
             if sens:
                 S_out[sel] = Ss
@@ -341,5 +342,5 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         if sens:
             S_out[finite.size:] = S_ss
     return Simulation(t=te, x=X_out, S=S_out, p=p, method=method, events=fired,
-                      breakpoints=np.array([s[0] for s in stops if s[1]]), steady_state=ss_info, n_segments=n_seg,
+                      breakpoints=np.array([s[0] for s in stops if s[1]]), steady_state=ss_info, segments=spans,
                       timings={"segments": seg_time, "steady_state": t_ss, "total": time.perf_counter() - t_start})
