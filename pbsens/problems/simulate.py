@@ -287,7 +287,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     cur = t0
     cur_is_stop = start_shift
     bounds = [(tau, tb, ev) for tau, tb, ev in stops]
-    if not bounds or bounds[-1][0] < t_last:
+    if not bounds or bounds[-1][0] <= t_last:
         bounds.append((t_last, None, None))
     for tau, tb, ev in bounds:
         final = tb is None
