@@ -217,6 +217,12 @@ def build_model(problem, files):
         if c not in species_ids and c not in comp_ids and c not in free and c not in rate_targets:
             raise PetabError(f"{_where(files, 'condition', column=c)}: {c!r} is not a parameter, species or "
                              "compartment of the model (or is set by an assignment rule)")
+    for r, (cid, crow) in enumerate(cond_df.iterrows()):
+        for c in cond_cols:
+            v = _petab().core.to_float_if_float(crow[c])
+            if isinstance(v, str) and v.strip() not in par_df.index and v.strip() not in free:
+                raise PetabError(f"{_where(files, 'condition', r, c)} (condition {cid!r}): {v!r} is neither a "
+                                 "number nor a parameter of the parameter table or the model")
 
     # SBML -> spec (the reader needs a file: write the document the problem holds)
     sbml_path = files.get("sbml")

@@ -47,6 +47,8 @@ class EvaluationResult:
     theta : ndarray
     residuals : ndarray
         ``(T(m) - T(y)) / sigma`` per measurement row.
+    sigmas : ndarray
+        The noise parameter ``sigma`` of each measurement row (its noise formula's value).
     """
 
     llh: float
@@ -57,6 +59,7 @@ class EvaluationResult:
     timing: dict = field(default_factory=dict)
     theta: np.ndarray = None
     residuals: np.ndarray = None
+    sigmas: np.ndarray = None
 
     def __repr__(self):
         g = "" if self.gradient is None else f", |gradient| = {np.linalg.norm(self.gradient):.4g}"
@@ -168,10 +171,11 @@ class Problem:
         """A :class:`Problem` from a ``petab.v1.Problem``."""
         from .petab import build_model, build_plan, lint as run_lint
         files = dict(files or {})
-        if lint:
-            run_lint(petab_problem, files)
+        # pbsens's own checks first (they name file, row and column), then petab's linter
         model, info = build_model(petab_problem, files)
         estimated, plans, rows = build_plan(petab_problem, files, model, info)
+        if lint:
+            run_lint(petab_problem, files)
         return cls(petab_problem, files, model, info, estimated, plans, rows)
 
     @property
@@ -234,8 +238,10 @@ class Problem:
         SolverError
             A simulation failed; the message names the condition.
         PbsensError
-            Invalid ``theta`` or ``method``, or a noise formula that evaluates to
-            ``sigma <= 0`` (the message names the observable and measurement row).
+            Invalid ``theta`` or ``method``.
+        PetabError
+            A noise formula evaluates to ``sigma <= 0`` (or NaN): the message names
+            the observable file's row and column and the measurement row.
         """
         from ..sensitivities import METHODS
         if method != "fs" and method not in METHODS:
@@ -289,6 +295,7 @@ class Problem:
             plan.timing = timing[name]
         self._check_outputs(y, sig)
         llh_i, chi2_i, g_y, g_s, w_y, w_s = noise.terms(rows["measurement"], y, sig, rows["trafo"], rows["dist"])
+        transform_m = noise.transform(rows["measurement"], rows["trafo"])
         llh = float(np.sum(llh_i))
         chi2 = float(np.sum(chi2_i))
         grad = fim = None
@@ -302,7 +309,8 @@ class Problem:
         timing["total"] = time.perf_counter() - t_all
         return EvaluationResult(llh=llh, chi2=chi2, gradient=grad, fim=fim,
                                 simulations=self._simulation_table(y), timing=timing, theta=th,
-                                residuals=np.sign(chi2_i) * np.sqrt(chi2_i))
+                                residuals=(transform_m - noise.transform(y, rows["trafo"])) / sig,
+                                sigmas=sig)
 
     def _to_theta(self, d, dpdth):
         """``(R, np)`` derivatives w.r.t. model parameters -> ``(R, d)`` w.r.t. theta."""
@@ -352,12 +360,12 @@ class Problem:
 
     def _check_outputs(self, y, sig):
         rows, files = self._rows, self.files
-        from .petab import _where
+        from .petab import PetabError, _where
         bad = np.flatnonzero(~(sig > 0) | ~np.isfinite(sig))
         if bad.size:
             r = int(bad[0])
             oid = rows["observable"][r]
-            raise PbsensError(f"{_where(files, 'observable', rows['obs_row'][oid], 'noiseFormula')}: the noise "
+            raise PetabError(f"{_where(files, 'observable', rows['obs_row'][oid], 'noiseFormula')}: the noise "
                               f"formula of observable {oid!r} evaluates to {sig[r]!r} (must be > 0) for "
                               f"{_where(files, 'measurement', r)}")
         bad = np.flatnonzero(~np.isfinite(y) | ((rows["trafo"] != 0) & ~(y > 0)))
