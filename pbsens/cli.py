@@ -783,6 +783,8 @@ def build_parser():
 
 #: Functions ``f(subparsers)`` adding further subcommands.
 _EXTENSIONS = []
+from . import cli_petab  # noqa: E402  (moves into the cli package at merge)
+_EXTENSIONS.append(cli_petab.add_parser)
 
 
 def main(argv=None):

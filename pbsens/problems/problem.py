@@ -79,6 +79,8 @@ def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts):
         simulate = None
     t_eval = np.concatenate([times, [np.inf]]) if has_inf else times
     if simulate is not None:
+        opts = dict(opts)
+        opts.setdefault("steady_state_options", {k: opts[k] for k in ("rtol", "atol") if k in opts})
         r = simulate(model, t_eval, p, x0=x0, S0=S0, t0=0.0, method=method, sensitivities=sens, **opts)
         return np.asarray(r.x), (None if r.S is None else np.asarray(r.S))
     if has_inf:
@@ -123,7 +125,9 @@ def _steady_state(model, p, x0, S0, sens, opts):
     except ImportError:
         raise PbsensError("preequilibration needs pbsens.problems.steady_state, which this build lacks") \
             from None
-    x, S = steady_state(model, p, x0, S0, sensitivities=sens)
+    ss = {k: opts[k] for k in ("rtol", "atol") if k in opts}
+    ss.update(opts.get("steady_state_options") or {})
+    x, S = steady_state(model, p, x0, S0, sensitivities=sens, **ss)
     return np.asarray(x), (None if S is None else np.asarray(S))
 
 
@@ -338,7 +342,7 @@ class Problem:
         else:
             pp = plan.pre.values(p_lin)
             xp0, Sp0 = self._initial(pp, plan.pre_init)
-            x0, S0 = _steady_state(self.model, pp, xp0, Sp0 if sens else None, sens, {})
+            x0, S0 = _steady_state(self.model, pp, xp0, Sp0 if sens else None, sens, opts)
             if sens:
                 differ = plan.pre.est != plan.sim.est
                 bad = np.flatnonzero(differ & np.any(S0 != 0.0, axis=0))
