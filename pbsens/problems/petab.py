@@ -534,6 +534,7 @@ def build_plan(problem, files, model, info):
     row_fixed = np.empty((R, npar))
     row_est = np.empty((R, npar), dtype=np.int64)
     row_cond = np.empty(R, dtype=np.int64)
+    row_ph = np.zeros((R, npar), dtype=bool)     # the row's own placeholders
     for ci, plan in enumerate(plans):
         row_fixed[plan.rows] = plan.sim.fixed
         row_est[plan.rows] = plan.sim.est
@@ -560,6 +561,7 @@ def build_plan(problem, files, model, info):
                 if res is None:
                     raise PetabError(f"{_where(files, 'measurement', r, col)}: NaN is not a valid override")
                 j = pindex[spec_name[nm]]
+                row_ph[r, j] = True
                 row_fixed[r, j], row_est[r, j] = (res[1], -1) if res[0] == "fixed" else (np.nan, res[1])
     out_y = np.array([info["out_index"][(o, "y")] for o in meas_df["observableId"]], dtype=np.int64)
     out_s = np.array([info["out_index"][(o, "sigma")] for o in meas_df["observableId"]], dtype=np.int64)
@@ -596,7 +598,7 @@ def build_plan(problem, files, model, info):
         pparams.append(vals)
     estimated = dict(ids=est_ids, scales=scales, lower=lower, upper=upper, nominal=nominal,
                      prior_types=ptypes, prior_params=pparams)
-    rows = dict(measurement=meas, trafo=trafo, dist=dist, fixed=row_fixed, est=row_est, cond=row_cond,
+    rows = dict(measurement=meas, trafo=trafo, dist=dist, fixed=row_fixed, est=row_est, cond=row_cond, ph=row_ph,
                 out_y=out_y, out_sigma=out_s, time=meas_df["time"].to_numpy(dtype=np.float64),
                 obs_row={o: i for i, o in enumerate(obs_df.index)},
                 observable=meas_df["observableId"].to_numpy())

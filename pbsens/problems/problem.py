@@ -168,6 +168,7 @@ class Problem:
         self.priors = Priors(estimated["prior_types"], estimated["prior_params"], self._scales,
                              estimated["lower"], estimated["upper"], self.parameter_ids)
         self.conditions = [(f"{p.preeq_id}:{p.sim_id}" if p.preeq_id else p.sim_id) for p in plans]
+        self._groups = [_group_rows(p, rows) for p in plans]
 
     # ---------------------------------------------------------------- build
     @classmethod
@@ -281,20 +282,20 @@ class Problem:
                     raise SolverError(f"condition {name!r}: {exc}") from None
                 raise
             tk = np.concatenate([plan.times, [np.inf]]) if plan.has_inf else plan.times
-            for r, k in zip(plan.rows, plan.row_k):
-                pr = np.where(rows["est"][r] >= 0, p_lin[np.maximum(rows["est"][r], 0)] if th.size else 0.0,
-                              rows["fixed"][r])
+            # one evaluation of the outputs per output time and placeholder values (rows grouped)
+            for k, grp, gfixed, gest in self._groups[ci]:
+                pr = np.where(gest >= 0, p_lin[np.maximum(gest, 0)] if th.size else 0.0, gfixed)
                 tt = float(tk[k]) if np.isfinite(tk[k]) else 0.0
                 xk = np.ascontiguousarray(x[k])
                 fns.out_into(tt, xk, pr, c, yb)
-                oy, osg = rows["out_y"][r], rows["out_sigma"][r]
-                y[r], sig[r] = yb[oy], yb[osg]
+                oy, osg = rows["out_y"][grp], rows["out_sigma"][grp]
+                y[grp], sig[grp] = yb[oy], yb[osg]
                 if sensitivities:
                     fns.out_jac_x_into(tt, xk, pr, c, Jx)
                     fns.out_jac_p_into(tt, xk, pr, c, Jp)
                     Sk = S[k]
-                    dy[r] = Jx[oy] @ Sk + Jp[oy]
-                    ds[r] = Jx[osg] @ Sk + Jp[osg]
+                    dy[grp] = Jx[oy] @ Sk + Jp[oy]
+                    ds[grp] = Jx[osg] @ Sk + Jp[osg]
             timing[name] = time.perf_counter() - t0
             plan.timing = timing[name]
         self._check_outputs(y, sig)
@@ -409,6 +410,37 @@ class Problem:
         proposal. ``options`` go to :meth:`evaluate` (e.g. ``method="fs"``).
         """
         return _ProblemPosterior(self, options)
+
+
+def _group_rows(plan, rows):
+    """Rows of one condition grouped by output time, with one merged parameter map per group.
+
+    Rows at the same time differ from the condition's map only in their own
+    observable's placeholders (``rows["ph"]``), so one parameter vector serves
+    the whole group unless two rows give the same placeholder different values
+    (replicates with different overrides: each such row gets its own group). Returns ``[(k, rows, fixed, est)]``.
+    """
+    groups = []
+    base_f, base_e = plan.sim.fixed, plan.sim.est
+    for k in np.unique(plan.row_k):
+        members = plan.rows[plan.row_k == k]
+        f, e = base_f.copy(), base_e.copy()
+        set_ = np.zeros(base_e.size, dtype=bool)
+        merged, alone = [], []
+        for r in members:
+            rf, re_ = rows["fixed"][r], rows["est"][r]
+            own = rows["ph"][r]
+            clash = own & set_ & ((re_ != e) | ~((rf == f) | (np.isnan(rf) & np.isnan(f))))
+            if np.any(clash):
+                alone.append(r)
+                continue
+            f[own], e[own] = rf[own], re_[own]
+            set_ |= own
+            merged.append(r)
+        groups.append((int(k), np.array(merged, dtype=np.int64), f, e))
+        groups += [(int(k), np.array([r], dtype=np.int64), rows["fixed"][r].copy(), rows["est"][r].copy())
+                   for r in alone]
+    return groups
 
 
 class _ProblemPosterior:
