@@ -159,3 +159,11 @@ def test_cli_petab_prints_llh_and_writes_json_and_plot(tmp_path, capsys):
     assert f"{data['llh']:.10g}" in text and "c0" in text and "c1" in text
     assert out_png.stat().st_size > 5000
     assert main(["petab", str(tmp_path / "missing.yaml")]) == 1
+
+
+def test_solver_failure_names_the_condition_and_gives_minus_inf_to_samplers():
+    problem = pbpetab.load(CASES_DIR / "0002" / "_0002.yaml")
+    with pytest.raises(pbsens.SolverError, match="condition 'c0'"):
+        problem.evaluate(max_nfev=3)          # the state solver gives up after 3 right-hand sides
+    lp, g, G = problem.log_posterior(max_nfev=3).evaluate(problem.x_nominal)
+    assert lp == -np.inf and np.all(g == 0)
