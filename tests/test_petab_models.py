@@ -167,3 +167,15 @@ def test_solver_failure_names_the_condition_and_gives_minus_inf_to_samplers():
         problem.evaluate(max_nfev=3)          # the state solver gives up after 3 right-hand sides
     lp, g, G = problem.log_posterior(max_nfev=3).evaluate(problem.x_nominal)
     assert lp == -np.inf and np.all(g == 0)
+
+
+def test_every_post_hoc_method_and_fs_give_the_gradient():
+    from pbsens.sensitivities import METHODS
+    problem = pbpetab.load(CASES_DIR / "0002" / "_0002.yaml")
+    th = problem.x_nominal + 0.05
+    h = 1e-5
+    fd = np.array([(problem.llh(th + h * e, rtol=1e-12, atol=1e-14)
+                    - problem.llh(th - h * e, rtol=1e-12, atol=1e-14)) / (2 * h) for e in np.eye(problem.dim)])
+    for method in list(METHODS) + ["fs"]:
+        g = problem.evaluate(th, method=method).gradient
+        assert np.max(np.abs(g - fd)) < 1e-2 * np.max(np.abs(fd)), method
