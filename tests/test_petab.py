@@ -166,3 +166,12 @@ def test_bad_theta_and_method():
         problem.evaluate(np.zeros(problem.dim + 1))
     with pytest.raises(PbsensError, match="method"):
         problem.evaluate(method="rk4")
+
+
+def test_from_petab_problem_object_equals_load():
+    case = CASES_DIR / "0013" / "_0013.yaml"
+    by_path = pbpetab.load(case).evaluate()
+    obj = pbpetab.Problem.from_petab(petab_v1.Problem.from_yaml(str(case)))
+    res = obj.evaluate()
+    assert res.llh == pytest.approx(by_path.llh, abs=1e-12)
+    assert np.allclose(res.gradient, by_path.gradient, rtol=1e-12, atol=1e-14)
