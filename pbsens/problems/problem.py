@@ -224,9 +224,10 @@ class Problem:
             A post-hoc method of :func:`pbsens.sensitivities` (``"exp2"``, ``"pbsr"``,
             ...) or ``"fs"`` (forward sensitivities).
         **solver_options
-            ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods;
-            default LSODA, 1e-8, 1e-10) or of the joint solve (``"fs"``; default BDF,
-            1e-8, 1e-10), and any other option the simulation accepts.
+            ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods, and
+            every method with ``sensitivities=False``; default LSODA, 1e-8, 1e-10) or
+            of the joint solve (``"fs"``; default BDF, 1e-8, 1e-10), and any other
+            option the simulation accepts (:func:`pbsens.problems.simulate.simulate`).
 
         Returns
         -------
@@ -253,7 +254,7 @@ class Problem:
         if method != "fs" and method not in METHODS:
             raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
         th = self._theta(theta)
-        opts = dict(_FS_DEFAULTS if method == "fs" else _DEFAULTS)
+        opts = dict(_FS_DEFAULTS if method == "fs" and sensitivities else _DEFAULTS)
         opts.update(solver_options)
         t_all = time.perf_counter()
         p_lin = unscale(th, self._scales)
