@@ -15,7 +15,7 @@ atol 1e-16).
 
 Run from the repository root::
 
-    python -m benchmarks.bench_petab [--repeats 5] [--problems Boehm_JProteomeRes2014 ...]
+    python benchmarks/bench_petab.py [--repeats 5] [--problems Boehm_JProteomeRes2014 ...]
 """
 from __future__ import annotations
 
