@@ -108,8 +108,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--problems", nargs="*", default=PROBLEMS)
     args = ap.parse_args(argv)
-    print(f"| problem | method | state/joint solver tol (rtol, atol) | llh at nominal | llh [ms] | "
-          f"llh + gradient [ms] | gradient error vs FD (max-norm rel.) |")
+    print("| problem | method | state/joint solver tol (rtol, atol) | llh at nominal | llh [ms] | "
+          "llh + gradient [ms] | gradient error vs FD (max-norm rel.) |")
     print("|---|---|---|---|---|---|---|")
     for name in args.problems:
         rows, am, t_fd = bench(name, args.repeats)

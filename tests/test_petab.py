@@ -7,7 +7,6 @@ from the PEtab benchmark collection, BSD 3-clause).
 """
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -124,10 +123,7 @@ def test_unknown_observable_names_file_row_column(tmp_path):
 def test_nonpositive_noise_formula_names_file_row_column(tmp_path):
     d, y = _copy_case(tmp_path)
 
-    def bad(df):
-        df.loc[0, "noiseFormula"] = "0 * obs_a_sigma_never - 1"   # evaluates to -1
-        return df
-    # a formula of known symbols only: -1 everywhere
+    # a constant noise formula that evaluates to -1
     _edit(d / "_observables.tsv", lambda df: df.assign(noiseFormula="1 - 2"))
     problem = pbpetab.load(y, lint=False)
     with pytest.raises(pbpetab.PetabError) as exc:
