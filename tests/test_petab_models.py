@@ -185,6 +185,7 @@ def test_steady_state_measurement_at_t_inf_matches_analytic(tmp_path):
     """A <-> B (k1, k2), A(0) = a0, B(0) = b0: A(inf) = (a0 + b0) k2 / (k1 + k2)."""
     d, y = _case(tmp_path, "0001")
     meas = pd.read_csv(d / "_measurements.tsv", sep="\t")
+    meas["time"] = meas["time"].astype(float)
     meas.loc[len(meas)] = ["obs_a", "c0", np.inf, 0.4]
     meas.to_csv(d / "_measurements.tsv", sep="\t", index=False)
     par = pd.read_csv(d / "_parameters.tsv", sep="\t")
