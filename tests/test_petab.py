@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pd = pytest.importorskip("pandas")
-petab_v1 = pytest.importorskip("petab.v1")
-petabtests = pytest.importorskip("petabtests")
-yaml = pytest.importorskip("yaml")
+import pandas as pd  # noqa: E402
+import petab.v1 as petab_v1  # noqa: E402  (the "petab" extra; CI installs it)
+import petabtests  # noqa: E402  (pip install --no-deps petabtests==0.0.1, as the README says)
+import yaml  # noqa: E402
 
 import pbsens  # noqa: E402
 import pbsens.petab as pbpetab  # noqa: E402
