@@ -226,7 +226,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     sensitivities : bool
         Compute ``S`` (else ``Simulation.S`` is ``None``: states only).
     solver : str, optional
-        The :func:`scipy.integrate.solve_ivp` method: default ``"LSODA"`` for
+        The state solver (a name in ``pbsens.solvers.SOLVERS``): default ``"LSODA"`` for
         the state solves of the post-hoc methods, ``"BDF"`` for ``"fs"``.
     rtol, atol : float
         Solver tolerances (of the states; of states and sensitivities for ``"fs"``).
