@@ -9,12 +9,12 @@ import argparse
 import sys
 
 from ..errors import PbsensError
-from . import compare, models, reproduce, run, simulate
+from . import compare, models, petab, reproduce, run, simulate
 
 #: The subcommands, in the order ``pbsens --help`` lists them. A new command is one
 #: module with ``add_parser(subparsers) -> parser`` and ``run(args) -> int`` plus one
 #: entry here.
-COMMANDS = (models, simulate, run, compare, reproduce)
+COMMANDS = (models, simulate, run, compare, reproduce, petab)
 
 
 def build_parser():

@@ -1,0 +1,165 @@
+"""``pbsens petab PROBLEM.yaml``: log-likelihood, gradient and a data-vs-simulation plot.
+
+One entry of :data:`pbsens.cli.main.COMMANDS`: :func:`add_parser` and :func:`run`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+from ..errors import PbsensError
+
+__all__ = ["add_parser", "run", "read_theta", "plot_fit"]
+
+
+def add_parser(subparsers):
+    """Add the ``petab`` subcommand to an ``argparse`` subparsers object."""
+    sp = subparsers.add_parser(
+        "petab", help="evaluate a PEtab estimation problem (llh, chi2, gradient, plot)",
+        description="Read a PEtab v1 problem, simulate every condition and print the log-likelihood, "
+                    "chi2, the gradient's norm and the time per condition.")
+    sp.add_argument("problem", metavar="PROBLEM.yaml", help="the PEtab problem's YAML file")
+    sp.add_argument("--method", default="exp2",
+                    help="'fs' (forward sensitivities) or a post-hoc method: exp2 (default), pbsr, pbsr2, "
+                         "exp, pbs")
+    sp.add_argument("--theta", metavar="FILE",
+                    help="estimated parameters on their scale: a JSON object {parameterId: value} or a "
+                         "text file with one number per estimated parameter (default: nominal values)")
+    sp.add_argument("--no-gradient", action="store_true", help="the log-likelihood only")
+    sp.add_argument("--rtol", type=float, default=None, help="solver relative tolerance")
+    sp.add_argument("--atol", type=float, default=None, help="solver absolute tolerance")
+    sp.add_argument("--json", metavar="OUT", help="write llh, chi2, gradient, FIM and timings as JSON")
+    sp.add_argument("--plot", metavar="OUT.png", help="measured vs simulated, one panel per observable")
+    sp.set_defaults(func=run)
+    return sp
+
+
+def read_theta(path, problem):
+    """``theta`` from a JSON object ``{id: value}`` or a text file of numbers (parameter scale)."""
+    if not os.path.isfile(path):
+        raise PbsensError(f"'--theta': file {path!r} does not exist")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    if path.lower().endswith(".json"):
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PbsensError(f"'--theta': {path!r} is not valid JSON: {exc}") from None
+        if not isinstance(d, dict):
+            raise PbsensError(f"'--theta': {path!r} must hold an object {{parameterId: value}}")
+        unknown = sorted(set(d) - set(problem.parameter_ids))
+        if unknown:
+            raise PbsensError(f"'--theta': {path!r} names {unknown}, which are not estimated parameters "
+                              f"({', '.join(problem.parameter_ids)})")
+        theta = problem.x_nominal.copy()
+        for k, pid in enumerate(problem.parameter_ids):
+            if pid in d:
+                try:
+                    theta[k] = float(d[pid])
+                except (TypeError, ValueError):
+                    raise PbsensError(f"'--theta': value of {pid!r} in {path!r} is not a number") from None
+        return theta
+    try:
+        vals = [float(v) for v in text.split()]
+    except ValueError:
+        raise PbsensError(f"'--theta': {path!r} must contain numbers only (or be a .json file)") from None
+    if len(vals) != problem.dim:
+        raise PbsensError(f"'--theta': {path!r} has {len(vals)} numbers, the problem estimates {problem.dim}")
+    return np.array(vals)
+
+
+def plot_fit(problem, result, path):
+    """Measured (markers) and simulated (lines) values per observable, one colour per condition."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    meas = problem.petab_problem.measurement_df
+    sim = result.simulations
+    obs = list(dict.fromkeys(meas["observableId"]))
+    n = len(obs)
+    ncol = min(3, n)
+    nrow = math.ceil(n / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol, 3.4 * nrow), squeeze=False)
+    has_pre = "preequilibrationConditionId" in meas.columns
+    key = meas["simulationConditionId"].astype(str)
+    if has_pre:
+        pre = meas["preequilibrationConditionId"].fillna("").astype(str)
+        key = np.where(pre != "", pre + ":" + key, key)
+    key = np.asarray(key)
+    conds = list(dict.fromkeys(key))
+    colors = plt.get_cmap("tab10" if len(conds) <= 10 else "tab20")
+    for i, oid in enumerate(obs):
+        ax = axes[i // ncol][i % ncol]
+        for c_i, c in enumerate(conds):
+            m = (meas["observableId"].to_numpy() == oid) & (key == c)
+            if not m.any():
+                continue
+            t = meas["time"].to_numpy(float)[m]
+            finite = np.isfinite(t)
+            t_plot = np.where(finite, t, np.nanmax(np.where(finite, t, np.nan)) * 1.1 if finite.any() else 1.0)
+            order = np.argsort(t_plot, kind="stable")
+            col = colors(c_i % colors.N)
+            ax.plot(t_plot[order], meas["measurement"].to_numpy(float)[m][order], "o", ms=4, color=col,
+                    alpha=0.7)
+            ax.plot(t_plot[order], sim["simulation"].to_numpy(float)[m][order], "-x", lw=1.4, ms=6, color=col,
+                    label=c)
+        ax.set_title(oid, fontsize=10)
+        ax.set_xlabel("time")
+        ax.grid(alpha=0.3)
+        if i == 0:
+            ax.set_ylabel("measured (o) / simulated (x-)")
+    for j in range(n, nrow * ncol):
+        axes[j // ncol][j % ncol].set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for a in axes.flat[1:]:
+        for h, l in zip(*a.get_legend_handles_labels()):
+            if l not in labels:
+                handles.append(h)
+                labels.append(l)
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False,
+               title="condition")
+    fig.suptitle(f"{problem.petab_problem.model.model_id}: llh = {result.llh:.6g}", fontsize=11)
+    fig.tight_layout(rect=(0, (0.1 + 0.04 * math.ceil(len(labels) / 4)) / nrow, 1, 0.96))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(args):
+    """``pbsens petab``: print llh, chi2, gradient norm and time per condition."""
+    from ..problems import load
+    if args.plot and not args.plot.lower().endswith((".png", ".pdf", ".svg")):
+        raise PbsensError(f"'--plot': {args.plot!r} must end in .png, .pdf or .svg")
+    problem = load(args.problem)
+    theta = read_theta(args.theta, problem) if args.theta else None
+    opts = {k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
+    res = problem.evaluate(theta, sensitivities=not args.no_gradient, method=args.method, **opts)
+    print(f"problem     {args.problem}")
+    print(f"parameters  {problem.dim} estimated, {len(problem.conditions)} conditions, "
+          f"{len(res.simulations)} measurements")
+    print(f"method      {args.method}")
+    print(f"llh         {res.llh:.10g}")
+    print(f"chi2        {res.chi2:.10g}")
+    if res.gradient is not None:
+        print(f"|gradient|  {np.linalg.norm(res.gradient):.6g}  (d llh / d theta, parameter scale)")
+    print("time per condition [ms]")
+    for name in problem.conditions:
+        print(f"  {name:<40s} {1e3 * res.timing[name]:10.2f}")
+    print(f"  {'total':<40s} {1e3 * res.timing['total']:10.2f}")
+    if args.json:
+        out = {"problem": os.fspath(args.problem), "method": args.method, "llh": res.llh, "chi2": res.chi2,
+               "parameter_ids": problem.parameter_ids, "theta": res.theta.tolist(),
+               "gradient": None if res.gradient is None else res.gradient.tolist(),
+               "fim": None if res.fim is None else res.fim.tolist(), "timing": res.timing}
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(out, fh, indent=1)
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot_fit(problem, res, args.plot)
+        print(f"wrote {args.plot}")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,25 @@
+"""Estimation problems: PEtab problems as log-likelihood, gradient and Fisher information.
+
+``pbsens.petab.load(yaml_path)`` (also :func:`load` here) reads a PEtab v1 problem
+into a :class:`Problem`; see ``docs/API.md``.
+"""
+from __future__ import annotations
+
+from .petab import PetabError
+from .problem import EvaluationResult, Problem
+
+__all__ = ["load", "Problem", "EvaluationResult", "PetabError"]
+
+
+def load(yaml_path, *, lint=True) -> Problem:
+    """Read, validate and compile a PEtab v1 problem (its YAML file).
+
+    The tables are read and checked with the ``petab`` library (``petab.v1``,
+    including its linter unless ``lint=False``); bad files raise
+    :class:`PetabError` naming the file, row and column. The SBML model is
+    compiled once, with the observables and noise formulas as its outputs (the
+    on-disk cache keeps it).
+    """
+    from .petab import read_problem
+    problem, files = read_problem(yaml_path)
+    return Problem.from_petab(problem, lint=lint, files=files)

@@ -1,0 +1,489 @@
+"""An estimation problem: log-likelihood, gradient and Fisher information of a PEtab problem.
+
+:class:`Problem` evaluates, for estimated parameters ``theta`` (each on its
+``parameterScale``), one simulation per simulation condition (preequilibration
+first where the measurement table asks for it) on the one compiled model, the
+observables and noise parameters per measurement row from the model's outputs,
+and the measurement models of :mod:`pbsens.problems.noise`. Sensitivities
+``S = dx/dp`` (post-hoc methods or forward sensitivities) give the output
+sensitivities ``dy/dp = dh/dx S + dh/dp`` and, through the parameter maps,
+``dy/dtheta``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import PbsensError, SolverError
+from . import noise
+from .priors import Priors, dunscale, unscale
+
+__all__ = ["Problem", "EvaluationResult"]
+
+
+@dataclass
+class EvaluationResult:
+    """Output of :meth:`Problem.evaluate`.
+
+    Attributes
+    ----------
+    llh : float
+        Log-likelihood (all normalisation constants included, as PEtab defines it).
+    chi2 : float
+        Sum of squared weighted residuals ``((T(m) - T(y)) / sigma)^2``.
+    gradient : ndarray (d,) or None
+        ``d llh / d theta`` on the parameter scale.
+    fim : ndarray (d, d) or None
+        Fisher information on the parameter scale (see :meth:`Problem.evaluate`).
+    simulations : pandas.DataFrame
+        The measurement table with ``measurement`` replaced by ``simulation``
+        (PEtab's simulation-table format).
+    timing : dict
+        Seconds per simulation condition (key ``"<preeq>:<sim>"`` or ``"<sim>"``)
+        and ``"total"``.
+    theta : ndarray
+    residuals : ndarray
+        ``(T(m) - T(y)) / sigma`` per measurement row.
+    sigmas : ndarray
+        The noise parameter ``sigma`` of each measurement row (its noise formula's value).
+    """
+
+    llh: float
+    chi2: float
+    gradient: np.ndarray | None
+    fim: np.ndarray | None
+    simulations: object
+    timing: dict = field(default_factory=dict)
+    theta: np.ndarray = None
+    residuals: np.ndarray = None
+    sigmas: np.ndarray = None
+
+    def __repr__(self):
+        g = "" if self.gradient is None else f", |gradient| = {np.linalg.norm(self.gradient):.4g}"
+        return f"<EvaluationResult llh = {self.llh:.10g}, chi2 = {self.chi2:.6g}{g}>"
+
+
+_DEFAULTS = dict(solver="LSODA", rtol=1e-8, atol=1e-10)
+_FS_DEFAULTS = dict(solver="BDF", rtol=1e-8, atol=1e-10)
+
+
+def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts):
+    """States (K, nx) and sensitivities (K, nx, np) at ``times`` (plus the steady state
+    when ``has_inf``), from ``pbsens.problems.simulate`` when present."""
+    try:
+        from .simulate import simulate
+    except ImportError:
+        simulate = None
+    t_eval = np.concatenate([times, [np.inf]]) if has_inf else times
+    if simulate is not None:
+        opts = dict(opts)
+        opts.setdefault("steady_state_options", {k: opts[k] for k in ("rtol", "atol") if k in opts})
+        r = simulate(model, t_eval, p, x0=x0, S0=S0, t0=0.0, method=method, sensitivities=sens, **opts)
+        return np.asarray(r.x), (None if r.S is None else np.asarray(r.S))
+    if has_inf:
+        raise PbsensError("measurements at t = inf need pbsens.problems.simulate (steady states), which "
+                          "this build lacks")
+    return _simulate_basic(model, times, p, x0, S0, method, sens, opts)
+
+
+def _simulate_basic(model, times, p, x0, S0, method, sens, opts):
+    from ..forward import forward_sensitivities
+    from ..sensitivities import sensitivities
+    from ..solve import solve_states
+    K, nx = times.size, model.n_states
+    x = np.empty((K, nx))
+    S = np.empty((K, nx, model.n_params)) if sens else None
+    pos = times > 0
+    x[~pos] = x0
+    if sens:
+        S[~pos] = S0
+    if not np.any(pos):
+        return x, S
+    te = times[pos]
+    span = (0.0, float(te[-1]))
+    opts = dict(opts)
+    solver = opts.pop("solver")
+    if method == "fs" and sens:
+        r = forward_sensitivities(model, span, t_eval=te, p=p, x0=x0, S0=S0, method=solver, **opts)
+        x[pos], S[pos] = r.x, r.S
+    elif sens:
+        r = sensitivities(model, t_span=span, t_eval=te, p=p, x0=x0, S0=S0, method=method, solver=solver,
+                          **opts)
+        x[pos], S[pos] = r.x, r.S
+    else:
+        tr = solve_states(model, span, t_eval=te, p=p, x0=x0, method=solver, **opts)
+        x[pos] = tr.x[tr.eval_index]
+    return x, S
+
+
+def _steady_state(model, p, x0, S0, sens, opts):
+    try:
+        from .steady_state import steady_state
+    except ImportError:
+        raise PbsensError("preequilibration needs pbsens.problems.steady_state, which this build lacks") \
+            from None
+    ss = {k: opts[k] for k in ("rtol", "atol") if k in opts}
+    ss.update(opts.get("steady_state_options") or {})
+    x, S = steady_state(model, p, x0, S0, sensitivities=sens, **ss)
+    return np.asarray(x), (None if S is None else np.asarray(S))
+
+
+class Problem:
+    """A PEtab estimation problem on one compiled model.
+
+    Build with :func:`pbsens.petab.load` or :meth:`from_petab`.
+
+    Attributes
+    ----------
+    parameter_ids : list of str
+        The estimated parameters (``estimate = 1``), in the parameter table's order.
+    x_nominal : ndarray
+        Their nominal values on their ``parameterScale``.
+    bounds : ndarray (d, 2)
+        Lower and upper bounds on the parameter scale.
+    scales : list of str
+    model : Model
+        The compiled model (observables and noise formulas are its outputs).
+    petab_problem : petab.v1.Problem
+    conditions : list of str
+        The simulation conditions, ``"<preeq>:<sim>"`` or ``"<sim>"``.
+    priors : Priors
+    """
+
+    def __init__(self, petab_problem, files, model, info, estimated, plans, rows):
+        self.petab_problem = petab_problem
+        self.files = files
+        self.model = model
+        self._info = info
+        self._plans = plans
+        self._rows = rows
+        self.parameter_ids = list(estimated["ids"])
+        self._scales = estimated["scales"]
+        self.scales = [("lin", "log", "log10")[s] for s in self._scales]
+        self.x_nominal = estimated["nominal"].copy()
+        self.bounds = np.column_stack([estimated["lower"], estimated["upper"]])
+        self.priors = Priors(estimated["prior_types"], estimated["prior_params"], self._scales,
+                             estimated["lower"], estimated["upper"], self.parameter_ids)
+        self.conditions = [(f"{p.preeq_id}:{p.sim_id}" if p.preeq_id else p.sim_id) for p in plans]
+        self._groups = [_group_rows(p, rows) for p in plans]
+        self._ss_cache = {}
+
+    # ---------------------------------------------------------------- build
+    @classmethod
+    def from_petab(cls, petab_problem, *, lint=True, files=None):
+        """A :class:`Problem` from a ``petab.v1.Problem``."""
+        from .petab import build_model, build_plan, lint as run_lint
+        files = dict(files or {})
+        # pbsens's own checks first (they name file, row and column), then petab's linter
+        model, info = build_model(petab_problem, files)
+        estimated, plans, rows = build_plan(petab_problem, files, model, info)
+        if lint:
+            run_lint(petab_problem, files)
+        return cls(petab_problem, files, model, info, estimated, plans, rows)
+
+    @property
+    def dim(self) -> int:
+        return len(self.parameter_ids)
+
+    @property
+    def param_names(self):
+        return list(self.parameter_ids)
+
+    def __repr__(self):
+        return (f"<pbsens Problem {self.petab_problem.model.model_id!r}: {self.dim} estimated parameters, "
+                f"{len(self._plans)} conditions, {len(self._rows['measurement'])} measurements>")
+
+    # ------------------------------------------------------------ evaluation
+    def _theta(self, theta):
+        if theta is None:
+            return self.x_nominal.copy()
+        try:
+            th = np.array(theta, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise PbsensError(f"'theta' must be an array of {self.dim} numbers, got {theta!r}") from None
+        if th.size != self.dim:
+            raise PbsensError(f"'theta' has {th.size} entries, the problem estimates {self.dim} "
+                              f"({', '.join(self.parameter_ids)})")
+        if not np.all(np.isfinite(th)):
+            raise PbsensError(f"'theta' contains NaN or inf at {np.flatnonzero(~np.isfinite(th)).tolist()}")
+        return th
+
+    def evaluate(self, theta=None, *, sensitivities=True, method="exp2", **solver_options):
+        """Log-likelihood, chi2, gradient and Fisher information at ``theta``.
+
+        Parameters
+        ----------
+        theta : array_like (d,), optional
+            Estimated parameters on their scale; default :attr:`x_nominal`.
+        sensitivities : bool
+            Compute ``gradient`` and ``fim`` (else they are ``None``).
+        method : str
+            A post-hoc method of :func:`pbsens.sensitivities` (``"exp2"``, ``"pbsr"``,
+            ...) or ``"fs"`` (forward sensitivities).
+        **solver_options
+            ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods, and
+            every method with ``sensitivities=False``; default LSODA, 1e-8, 1e-10) or
+            of the joint solve (``"fs"``; default BDF, 1e-8, 1e-10), and any other
+            option the simulation accepts (:func:`pbsens.problems.simulate.simulate`).
+
+        Returns
+        -------
+        EvaluationResult
+            ``fim`` is the expected Fisher information of the measurements on the
+            parameter scale: ``sum_rows w_y dy/dtheta dy/dtheta^T + w_sigma
+            dsigma/dtheta dsigma/dtheta^T`` with ``y`` the transformed observable,
+            ``w_y = 1/sigma^2`` and ``w_sigma = 2/sigma^2`` (normal) or
+            ``1/sigma^2`` (laplace). The second term is the information about
+            noise parameters (and about any parameter the noise formula depends on);
+            it is zero when ``sigma`` is a fixed number.
+
+        Raises
+        ------
+        SolverError
+            A simulation failed; the message names the condition.
+        PbsensError
+            Invalid ``theta`` or ``method``.
+        PetabError
+            A noise formula evaluates to ``sigma <= 0`` (or NaN): the message names
+            the observable file's row and column and the measurement row.
+        """
+        from ..sensitivities import METHODS
+        if method != "fs" and method not in METHODS:
+            raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
+        th = self._theta(theta)
+        opts = dict(_FS_DEFAULTS if method == "fs" and sensitivities else _DEFAULTS)
+        opts.update(solver_options)
+        t_all = time.perf_counter()
+        p_lin = unscale(th, self._scales)
+        dpdth = dunscale(th, self._scales)
+        model, rows = self.model, self._rows
+        R = rows["measurement"].size
+        nx, npar, ny = model.n_states, model.n_params, model.n_outputs
+        y = np.empty(R)
+        sig = np.empty(R)
+        dy = np.zeros((R, npar)) if sensitivities else None
+        ds = np.zeros((R, npar)) if sensitivities else None
+        timing = {}
+        c = model.constants
+        fns = model.fns
+        yb = np.empty(ny)
+        Jx = np.empty((ny, nx))
+        Jp = np.empty((ny, npar))
+        self._ss_cache = {}          # preequilibrations of this evaluation
+        for ci, plan in enumerate(self._plans):
+            name = self.conditions[ci]
+            t0 = time.perf_counter()
+            try:
+                x, S = self._simulate_condition(plan, p_lin, method, sensitivities, opts)
+            except SolverError as exc:
+                raise SolverError(f"condition {name!r}: {exc}") from None
+            except PbsensError as exc:
+                if "NaN" in str(exc) or "inf" in str(exc):
+                    raise SolverError(f"condition {name!r}: {exc}") from None
+                raise
+            tk = np.concatenate([plan.times, [np.inf]]) if plan.has_inf else plan.times
+            # one evaluation of the outputs per output time and placeholder values (rows grouped)
+            for k, grp, gfixed, gest in self._groups[ci]:
+                pr = np.where(gest >= 0, p_lin[np.maximum(gest, 0)] if th.size else 0.0, gfixed)
+                tt = float(tk[k]) if np.isfinite(tk[k]) else 0.0
+                xk = np.ascontiguousarray(x[k])
+                fns.out_into(tt, xk, pr, c, yb)
+                oy, osg = rows["out_y"][grp], rows["out_sigma"][grp]
+                y[grp], sig[grp] = yb[oy], yb[osg]
+                if sensitivities:
+                    fns.out_jac_x_into(tt, xk, pr, c, Jx)
+                    fns.out_jac_p_into(tt, xk, pr, c, Jp)
+                    Sk = S[k]
+                    dy[grp] = Jx[oy] @ Sk + Jp[oy]
+                    ds[grp] = Jx[osg] @ Sk + Jp[osg]
+            timing[name] = time.perf_counter() - t0
+            plan.timing = timing[name]
+        self._check_outputs(y, sig)
+        llh_i, chi2_i, g_y, g_s, w_y, w_s = noise.terms(rows["measurement"], y, sig, rows["trafo"], rows["dist"])
+        transform_m = noise.transform(rows["measurement"], rows["trafo"])
+        llh = float(np.sum(llh_i))
+        chi2 = float(np.sum(chi2_i))
+        grad = fim = None
+        if sensitivities:
+            Jy = self._to_theta(dy, dpdth)
+            Js = self._to_theta(ds, dpdth)
+            grad = g_y @ Jy + g_s @ Js
+            # Fisher information of the transformed observable: w_y already holds T'(y)^2 / sigma^2
+            fim = (Jy * w_y[:, None]).T @ Jy + (Js * w_s[:, None]).T @ Js
+            fim = 0.5 * (fim + fim.T)
+        self._ss_cache = {}
+        timing["total"] = time.perf_counter() - t_all
+        return EvaluationResult(llh=llh, chi2=chi2, gradient=grad, fim=fim,
+                                simulations=self._simulation_table(y), timing=timing, theta=th,
+                                residuals=(transform_m - noise.transform(y, rows["trafo"])) / sig,
+                                sigmas=sig)
+
+    def _to_theta(self, d, dpdth):
+        """``(R, np)`` derivatives w.r.t. model parameters -> ``(R, d)`` w.r.t. theta."""
+        est = self._rows["est"]
+        out = np.zeros((d.shape[0], self.dim))
+        mask = est >= 0
+        r_idx, j_idx = np.nonzero(mask)
+        k_idx = est[mask]
+        np.add.at(out, (r_idx, k_idx), d[r_idx, j_idx] * dpdth[k_idx])
+        return out
+
+    def _initial(self, p, inits):
+        x0 = self.model.initial_state(p)
+        S0 = self.model.initial_sensitivity(p)
+        for i, j in inits:
+            x0[i] = p[j]
+            S0[i, :] = 0.0
+            S0[i, j] = 1.0
+        return x0, S0
+
+    def _simulate_condition(self, plan, p_lin, method, sens, opts):
+        p = plan.sim.values(p_lin)
+        if plan.pre is None:
+            x0, S0 = self._initial(p, plan.reinit)
+        else:
+            pp = plan.pre.values(p_lin)
+            xp0, Sp0 = self._initial(pp, plan.pre_init)
+            # conditions sharing a preequilibration (same parameters, same start) share its steady state
+            key = (pp.tobytes(), xp0.tobytes(), Sp0.tobytes() if sens else b"", sens)
+            if key not in self._ss_cache:
+                self._ss_cache[key] = _steady_state(self.model, pp, xp0, Sp0 if sens else None, sens, opts)
+            x0, S0 = self._ss_cache[key]
+            if sens:
+                differ = plan.pre.est != plan.sim.est
+                bad = np.flatnonzero(differ & np.any(S0 != 0.0, axis=0))
+                if bad.size:
+                    nm = self.model.param_names[bad[0]]
+                    raise PbsensError(f"conditions {plan.preeq_id!r} (preequilibration) and {plan.sim_id!r} map "
+                                      f"model parameter {nm!r} to different estimated parameters; pbsens "
+                                      "needs the same estimated parameter (or fixed values) in both phases")
+            x0 = np.array(x0, dtype=np.float64)
+            S0 = np.array(S0, dtype=np.float64) if sens else None
+            for i, j in plan.reinit:
+                x0[i] = p[j]
+                if sens:
+                    S0[i, :] = 0.0
+                    S0[i, j] = 1.0
+        if not sens:
+            S0 = None
+        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts)
+
+    def _check_outputs(self, y, sig):
+        rows, files = self._rows, self.files
+        from .petab import PetabError, _where
+        bad = np.flatnonzero(~(sig > 0) | ~np.isfinite(sig))
+        if bad.size:
+            r = int(bad[0])
+            oid = rows["observable"][r]
+            raise PetabError(f"{_where(files, 'observable', rows['obs_row'][oid], 'noiseFormula')}: the noise "
+                              f"formula of observable {oid!r} evaluates to {sig[r]!r} (must be > 0) for "
+                              f"{_where(files, 'measurement', r)}")
+        bad = np.flatnonzero(~np.isfinite(y) | ((rows["trafo"] != 0) & ~(y > 0)))
+        if bad.size:
+            r = int(bad[0])
+            oid = rows["observable"][r]
+            raise SolverError(f"observable {oid!r} is {y[r]!r} at {_where(files, 'measurement', r)} "
+                              f"({'not finite' if not np.isfinite(y[r]) else 'not positive under a log transformation'})")
+
+    def _simulation_table(self, y):
+        df = self.petab_problem.measurement_df.copy()
+        pos = list(df.columns).index("measurement")
+        df = df.drop(columns=["measurement"])
+        df.insert(pos, "simulation", y)
+        return df
+
+    # ---------------------------------------------------- objective interface
+    def llh(self, theta=None, **options) -> float:
+        """Log-likelihood at ``theta`` (no sensitivities)."""
+        options.setdefault("method", "exp2")
+        return self.evaluate(theta, sensitivities=False, **options).llh
+
+    def gradient(self, theta=None, **options) -> np.ndarray:
+        """``d llh / d theta`` on the parameter scale."""
+        return self.evaluate(theta, **options).gradient
+
+    def log_prior(self, theta=None) -> float:
+        """Log-prior (see :mod:`pbsens.problems.priors`); ``-inf`` outside the bounds."""
+        return self.priors.logpdf(self._theta(theta))
+
+    def log_posterior(self, **options):
+        """A log-posterior for :func:`pbsens.smmala`: ``evaluate(theta) -> (logp, grad, metric)``.
+
+        ``logp = llh + log_prior``, ``metric = fim + prior precision``. Outside the
+        bounds, and when a simulation fails (:class:`~pbsens.errors.SolverError`),
+        ``logp`` is ``-inf`` (gradient and metric zero), so a sampler rejects the
+        proposal. ``options`` go to :meth:`evaluate` (e.g. ``method="fs"``).
+        """
+        return _ProblemPosterior(self, options)
+
+
+def _group_rows(plan, rows):
+    """Rows of one condition grouped by output time, with one merged parameter map per group.
+
+    Rows at the same time differ from the condition's map only in their own
+    observable's placeholders (``rows["ph"]``), so one parameter vector serves
+    the whole group unless two rows give the same placeholder different values
+    (replicates with different overrides: each such row gets its own group). Returns ``[(k, rows, fixed, est)]``.
+    """
+    groups = []
+    base_f, base_e = plan.sim.fixed, plan.sim.est
+    for k in np.unique(plan.row_k):
+        members = plan.rows[plan.row_k == k]
+        f, e = base_f.copy(), base_e.copy()
+        set_ = np.zeros(base_e.size, dtype=bool)
+        merged, alone = [], []
+        for r in members:
+            rf, re_ = rows["fixed"][r], rows["est"][r]
+            own = rows["ph"][r]
+            clash = own & set_ & ((re_ != e) | ~((rf == f) | (np.isnan(rf) & np.isnan(f))))
+            if np.any(clash):
+                alone.append(r)
+                continue
+            f[own], e[own] = rf[own], re_[own]
+            set_ |= own
+            merged.append(r)
+        groups.append((int(k), np.array(merged, dtype=np.int64), f, e))
+        groups += [(int(k), np.array([r], dtype=np.int64), rows["fixed"][r].copy(), rows["est"][r].copy())
+                   for r in alone]
+    return groups
+
+
+class _ProblemPosterior:
+    """``evaluate(theta) -> (logp, grad, metric)`` of a :class:`Problem` (see ``log_posterior``)."""
+
+    def __init__(self, problem, options):
+        self.problem = problem
+        self.options = dict(options)
+
+    @property
+    def dim(self):
+        return self.problem.dim
+
+    @property
+    def param_names(self):
+        return self.problem.param_names
+
+    def evaluate(self, theta):
+        pr = self.problem
+        th = pr._theta(theta)
+        d = pr.dim
+        lp, gp = pr.priors.logpdf_and_grad(th)
+        if not math.isfinite(lp):
+            return -math.inf, np.zeros(d), np.eye(d)
+        try:
+            res = pr.evaluate(th, **self.options)
+        except SolverError:
+            return -math.inf, np.zeros(d), np.eye(d)
+        return res.llh + lp, res.gradient + gp, res.fim + pr.priors.precision(th)
+
+    def logp(self, theta):
+        return self.evaluate(theta)[0]
+
+    def grad(self, theta):
+        return self.evaluate(theta)[1]
+
+    def metric(self, theta):
+        return self.evaluate(theta)[2]
