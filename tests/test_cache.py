@@ -239,6 +239,8 @@ def test_cache_info_and_clear(cache_in):
     on_disk = sum(p.stat().st_size for p in cache_in.rglob("*") if p.is_file())
     assert info["size_bytes"] == on_disk > 0
     assert all(m["valid"] and m["age_s"] >= 0 for m in info["models"])
+    text = cache.format_cache_info(info)
+    assert "2 model(s)" in text and "cache_info_a" in text and str(cache_in) in text
     out = cache.cache_clear()
     assert out["removed"] == 2 and out["freed_bytes"] == on_disk
     assert cache.cache_info()["n_models"] == 0

@@ -243,26 +243,53 @@ _hostile = st.one_of(
 
 @st.composite
 def sensitivity_calls(draw):
-    """A random linear model and a (t, x) grid, some of it hostile; random options."""
+    """A random linear model, a valid (t, x) grid and options, then zero to two
+    corruptions (non-finite, unsorted or missized arrays, bad options): about half the
+    calls are valid and must be answered, the others must raise a named error."""
     n = draw(st.integers(1, 3))
-    K = draw(st.integers(0, 8))
-    t = np.sort(draw(arrays(np.float64, (K,), elements=st.floats(-10, 1e3))))
-    if draw(st.booleans()):   # sometimes unsorted, duplicated or non-finite times
-        t = draw(arrays(np.float64, (K,), elements=_hostile))
-    x = draw(arrays(np.float64, (K, n), elements=_hostile))
+    K = draw(st.integers(2, 8))
+    t = draw(st.floats(-10.0, 10.0)) + np.cumsum(10.0 ** draw(arrays(np.float64, (K,), elements=st.floats(-8, 2))))
+    x = draw(arrays(np.float64, (K, n), elements=st.floats(-1e6, 1e6)))
+    kwargs = {"method": draw(st.sampled_from(["pbsr", "exp", "pbs", "exp2", "pbsr2"]))}
     if draw(st.booleans()):
-        x = draw(arrays(np.float64, (K, draw(st.integers(0, 4))), elements=_hostile))
-    kwargs = {"method": draw(st.sampled_from(["pbsr", "exp", "pbs", "exp2", "pbsr2", "bogus"]))}
+        kwargs["p"] = draw(arrays(np.float64, (n,), elements=st.floats(-1e3, 1e3)))
     if draw(st.booleans()):
-        kwargs["p"] = draw(arrays(np.float64, (draw(st.integers(0, 4)),), elements=_hostile))
+        kwargs["S0"] = draw(arrays(np.float64, (n, n), elements=st.floats(-1e3, 1e3)))
     if draw(st.booleans()):
-        kwargs["S0"] = draw(arrays(np.float64, (n, draw(st.integers(0, 4))), elements=_hostile))
+        kwargs["interpolation"] = draw(st.sampled_from(["linear", "hermite"]))
     if draw(st.booleans()):
-        kwargs["n_factor"] = draw(_hostile)
-    if draw(st.booleans()):
-        kwargs["interpolation"] = draw(st.sampled_from(["linear", "hermite", "dense", "cubic"]))
-    if draw(st.booleans()) and K:
-        kwargs["t_eval"] = draw(st.sampled_from([t[-1:], t[:1], np.array([np.nan]), t[::-1]]))
+        kwargs["t_eval"] = t[sorted(draw(st.sets(st.integers(0, K - 1), min_size=1)))]
+    for fault in draw(st.lists(st.sampled_from(
+            ["t", "x", "x_shape", "p", "p_len", "S0", "S0_shape", "n_factor", "method", "t_eval",
+             "interpolation", "K"]), max_size=2)):
+        bad = draw(_hostile)
+        if fault == "t":
+            t = t.copy()
+            t[draw(st.integers(0, len(t) - 1))] = bad
+        elif fault == "x":
+            x = x.copy()
+            if x.size:
+                x[draw(st.integers(0, x.shape[0] - 1)), draw(st.integers(0, x.shape[1] - 1))] = bad
+        elif fault == "x_shape":
+            x = draw(arrays(np.float64, (len(t), draw(st.integers(0, 4))), elements=st.floats(-1, 1)))
+        elif fault == "p":
+            kwargs["p"] = np.full(n, bad)
+        elif fault == "p_len":
+            kwargs["p"] = np.ones(draw(st.integers(0, 4)))
+        elif fault == "S0":
+            kwargs["S0"] = np.full((n, n), bad)
+        elif fault == "S0_shape":
+            kwargs["S0"] = np.ones((draw(st.integers(0, 4)), draw(st.integers(0, 4))))
+        elif fault == "n_factor":
+            kwargs["n_factor"] = bad
+        elif fault == "method":
+            kwargs["method"] = draw(st.sampled_from(["bogus", "", None, 3, "PBSR"]))
+        elif fault == "t_eval":
+            kwargs["t_eval"] = np.array([bad])
+        elif fault == "interpolation":
+            kwargs["interpolation"] = draw(st.sampled_from(["dense", "cubic", None]))
+        elif fault == "K":
+            t, x = t[:1], x[:1]
     return n, draw(st.integers(0, 3)), t, x, kwargs
 
 

@@ -48,7 +48,7 @@ import warnings
 
 __all__ = ["CacheWarning", "cache_dir", "cache_info", "cache_clear", "entry_path", "entry_lock",
            "read_entry", "write_entry", "discard_entry", "purge_artifacts", "enforce_size_bound",
-           "MODULE_PREFIX"]
+           "MODULE_PREFIX", "format_cache_info"]
 
 try:  # POSIX
     import fcntl
@@ -425,3 +425,25 @@ def cache_clear() -> dict:
             freed += os.stat(tmp).st_size
             os.remove(tmp)
     return {"directory": directory, "removed": removed, "freed_bytes": freed, "skipped": skipped}
+
+
+def format_cache_info(info: dict | None = None) -> str:
+    """:func:`cache_info` as text, one line per model (for ``pbsens cache info``)."""
+    info = cache_info() if info is None else info
+    mb = 2.0**20
+    bound = f"{info['max_bytes'] / mb:.0f} MB" if info["max_bytes"] else "none"
+    lines = [f"pbsens model cache: {info['directory']}",
+             f"{info['n_models']} model(s), {info['size_bytes'] / mb:.1f} MB (size bound {bound})"]
+    for m in info["models"]:
+        age = "?" if m["age_s"] is None else _age(m["age_s"])
+        state = "" if m["valid"] else "  (damaged: rebuilt on next load)"
+        lines.append(f"  {m['model'] or '?':<24} {m['size_bytes'] / mb:7.2f} MB  built {age} ago  "
+                     f"key {m['key']}{state}")
+    return "\n".join(lines)
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
