@@ -374,23 +374,26 @@ def cache_info() -> dict:
         per entry with ``key``, ``model`` (name), ``size_bytes``, ``created`` and
         ``last_used`` (POSIX times), ``age_s`` (seconds since created), ``valid``
         (header present; the full content hash is checked when the model is loaded),
-        most recently used first.
+        most recently used first. ``size_bytes`` also counts files left without
+        their module (removed by :func:`cache_clear` and the size bound).
     """
     directory = cache_dir()
     models = []
     now = time.time()
-    for key, e in _entries(directory).items():
-        head = read_header(entry_path(directory, key)) if e["created"] is not None else None
+    entries = _entries(directory)
+    for key, e in entries.items():
+        if e["created"] is None:   # lock file or numba files left without their module
+            continue
+        head = read_header(entry_path(directory, key))
         models.append({
             "key": key, "model": (head or {}).get("model"), "size_bytes": e["size_bytes"],
             "created": e["created"], "last_used": e["last_used"],
-            "age_s": None if e["created"] is None else max(now - e["created"], 0.0),
+            "age_s": max(now - e["created"], 0.0),
             "valid": bool(head and head.get("key") == key),
         })
     models.sort(key=lambda m: -m["last_used"])
-    return {"directory": directory, "size_bytes": sum(m["size_bytes"] for m in models),
-            "max_bytes": _max_bytes(), "n_models": sum(m["created"] is not None for m in models),
-            "models": models}
+    return {"directory": directory, "size_bytes": sum(e["size_bytes"] for e in entries.values()),
+            "max_bytes": _max_bytes(), "n_models": len(models), "models": models}
 
 
 def cache_clear() -> dict:
@@ -435,7 +438,7 @@ def format_cache_info(info: dict | None = None) -> str:
     lines = [f"pbsens model cache: {info['directory']}",
              f"{info['n_models']} model(s), {info['size_bytes'] / mb:.1f} MB (size bound {bound})"]
     for m in info["models"]:
-        age = "?" if m["age_s"] is None else _age(m["age_s"])
+        age = _age(m["age_s"])
         state = "" if m["valid"] else "  (damaged: rebuilt on next load)"
         lines.append(f"  {m['model'] or '?':<24} {m['size_bytes'] / mb:7.2f} MB  built {age} ago  "
                      f"key {m['key']}{state}")
