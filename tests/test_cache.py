@@ -264,3 +264,24 @@ def test_size_bound_evicts_least_recently_used(cache_in, monkeypatch):
     _check_module(_load_fresh(spec_c), c_c)
     keys = {m["key"] for m in cache.cache_info()["models"]}
     assert keys == {ka, kc}
+
+
+def _imported_names(module_file):
+    import ast
+    tree = ast.parse(open(module_file, encoding="utf-8").read())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names.add((node.module or "").split(".")[-1])
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+    return names
+
+
+def test_imports_flow_one_way():
+    """codegen -> cache and codegen -> generate; never back (the old codegen <-> generate cycle)."""
+    model_dir = os.path.join(ROOT, "pbsens", "model")
+    assert not _imported_names(os.path.join(model_dir, "generate.py")) & {"codegen", "cache"}
+    assert not _imported_names(os.path.join(model_dir, "cache.py")) & {"codegen", "generate", "sympy"}
+    assert {"cache", "generate"} <= _imported_names(os.path.join(model_dir, "codegen.py"))
