@@ -8,7 +8,7 @@ with ``OPENBLAS_NUM_THREADS=1``. A third run turns pbsens's limit off
 the median over repeated ``sensitivities`` calls per method. Also the helper's own cost
 per entry/exit, against ``threadpoolctl.threadpool_limits``.
 
-    python benchmarks/bench_threads.py [--model PKA] [--repeats 50] [--t1 300] [--rounds 3]
+    python benchmarks/bench_threads.py [--model PKA] [--repeats 50] [--t1 300] [--rounds 3] [--forward CaMKII]
 """
 import argparse
 import json
@@ -38,6 +38,24 @@ for name, call in calls.items():
         call()
         ts.append(time.perf_counter() - t0)
     out[name] = statistics.median(ts)
+# in one process, interleaved (robust to the machine's drifting load): the exp call with the
+# limit set and restored per call, with pbsens's limit off, and with the limit held around
+# the whole loop (nested calls: no per-call cost)
+import pbsens.threads as T
+def block(call, n=max(repeats // 2, 10)):
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter(); call(); ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+inproc = {"per call": [], "off": [], "held": []}
+for _ in range(5):
+    T._limit = 1; inproc["per call"].append(block(calls["exp"]))
+    T._limit = 0; inproc["off"].append(block(calls["exp"]))
+    T._limit = 1
+    with blas_single_thread():
+        inproc["held"].append(block(calls["exp"]))
+T._limit = None
+out["inproc"] = {k: statistics.median(v) for k, v in inproc.items()}
 def per_call(f, n=2000):
     ts = []
     for _ in range(5):
@@ -55,6 +73,16 @@ def tpl():
     with threadpool_limits(1, user_api="blas"):
         pass
 out["threadpool_limits"] = per_call(tpl, 50)
+if len(sys.argv) > 4:   # forward sensitivities (BDF: scipy's LU solves, i.e. BLAS/LAPACK), plain vs limited
+    fwd_model = pbsens.load_model(sys.argv[4])
+    fwd = lambda: pbsens.forward_sensitivities(fwd_model, (0.0, 100.0))
+    fwd()
+    a, b = [], []
+    for _ in range(max(repeats // 10, 3)):
+        t0 = time.perf_counter(); fwd(); a.append(time.perf_counter() - t0)
+        with blas_single_thread():
+            t0 = time.perf_counter(); fwd(); b.append(time.perf_counter() - t0)
+    out["forward"], out["forward_limited"] = statistics.median(a), statistics.median(b)
 print(json.dumps(out))
 """
 
@@ -67,7 +95,8 @@ def run(extra, args):
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PBSENS_BLAS_THREADS")}
     env.update(extra)
-    out = subprocess.run([sys.executable, "-c", CODE, args.model, str(args.repeats), str(args.t1)],
+    extra_args = [args.forward] if args.forward else []
+    out = subprocess.run([sys.executable, "-c", CODE, args.model, str(args.repeats), str(args.t1)] + extra_args,
                          env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -79,6 +108,8 @@ def main():
     ap.add_argument("--t1", type=float, default=300.0)
     ap.add_argument("--rounds", type=int, default=3,
                     help="processes per environment, interleaved (the machine's load drifts)")
+    ap.add_argument("--forward", metavar="MODEL", default="",
+                    help="also time forward_sensitivities(MODEL, (0, 100)) (BDF) with and without the limit")
     args = ap.parse_args()
     runs = {label: [] for label, _ in ENVS}
     for _ in range(args.rounds):
@@ -93,6 +124,14 @@ def main():
     for label, r in rows:
         cells = "  ".join(f"{m} {r[m] * 1e3:7.3f} ms ({r[m] / base[m]:4.2f}x)" for m in ("exp", "exp2", "pbsr", "pbsr+solve"))
         print(f"  {label:<26} BLAS threads {r['blas_threads']}: {cells}")
+    if args.forward:
+        for label, r in rows:
+            print(f"  {label:<26} forward_sensitivities({args.forward}, (0, 100)): {r['forward']:.3f} s, inside "
+                  f"blas_single_thread {r['forward_limited']:.3f} s ({r['forward_limited'] / r['forward']:.2f}x)")
+    for label, r in rows:
+        ip = r["inproc"]
+        print(f"  {label:<26} in one process, interleaved, exp: limit per call {ip['per call'] * 1e3:.3f} ms, "
+              f"limit off {ip['off'] * 1e3:.3f} ms, limit held around the loop {ip['held'] * 1e3:.3f} ms")
     r = rows[0][1]
     print(f"helper entry+exit in the default environment: {r['helper'] * 1e6:.1f} us "
           f"(threadpoolctl.threadpool_limits: {r['threadpool_limits'] * 1e6:.0f} us); "
