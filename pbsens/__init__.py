@@ -9,6 +9,7 @@ from .forward import forward_sensitivities  # noqa: E402
 from .inference import (GaussianLikelihood, LogPosterior, MCMCResult, NormalPrior,  # noqa: E402
                         fisher_information, output_sensitivities, smmala)
 from .metrics import kappa_bar, relative_error  # noqa: E402
+from .model.cache import cache_clear, cache_info  # noqa: E402
 from .model.library import load_model, random_linear_model  # noqa: E402
 from .model.model import Model  # noqa: E402
 from .model.sbml import to_sbml  # noqa: E402
@@ -21,4 +22,4 @@ __all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "Unsupport
            "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states",
            "sensitivities", "SensitivityResult", "to_sbml",
            "forward_sensitivities", "relative_error", "kappa_bar", "fisher_information", "output_sensitivities", "GaussianLikelihood", "NormalPrior",
-           "LogPosterior", "smmala", "MCMCResult"]
+           "LogPosterior", "smmala", "MCMCResult", "cache_info", "cache_clear"]

@@ -14,6 +14,7 @@ from .errors import PbsensError
 from .kernels import codes
 from .result import BRANCH_NAMES, SensitivityResult
 from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
+from .threads import limit_blas_threads
 
 __all__ = ["sensitivities", "METHODS"]
 
@@ -58,6 +59,7 @@ def _positive(v, name, integer=False):
     return int(v) if integer else float(v)
 
 
+@limit_blas_threads
 def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13) -> SensitivityResult:

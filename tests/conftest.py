@@ -1,12 +1,33 @@
-"""Shared fixtures. Compiled models go to a per-session cache directory unless the
+"""Shared fixtures. Compiled models go to a private per-user cache directory unless the
 caller set PBSENS_CACHE_DIR (CI sets nothing: each run starts cold)."""
 import json
 import os
+import stat
 import tempfile
 
 import pytest
 
-os.environ.setdefault("PBSENS_CACHE_DIR", os.path.join(tempfile.gettempdir(), "pbsens-test-cache"))
+
+def _private_test_cache():
+    """``<tmp>/pbsens-test-cache-<uid>``, mode 0700 and owned by us; else a fresh mkdtemp.
+
+    A fixed name in the shared temporary directory would let another user create it
+    first and plant compiled code that the tests then import.
+    """
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    path = os.path.join(tempfile.gettempdir(), f"pbsens-test-cache-{uid if uid is not None else 'user'}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and not st.st_mode & 0o077 and (uid is None or st.st_uid == uid):
+            return path
+    except OSError:
+        pass
+    return tempfile.mkdtemp(prefix="pbsens-test-cache-")
+
+
+if not os.environ.get("PBSENS_CACHE_DIR"):
+    os.environ["PBSENS_CACHE_DIR"] = _private_test_cache()
 
 import pbsens  # noqa: E402
 

@@ -28,25 +28,21 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import re
 import sys
-import tempfile
-import threading
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import __version__
-from ..errors import ModelError, UnsupportedModelError
+from ..errors import UnsupportedModelError
 
 __all__ = ["Discontinuities", "load", "NONE"]
 
 #: Bump when the generated source changes shape.
 DISCONTINUITIES_VERSION = "1"
 
-_lock = threading.Lock()
 _SWITCH_WORDS = re.compile(r"\b(piecewise|heaviside)\b")
 
 
@@ -127,25 +123,10 @@ def load(spec):
     texts = list(spec.odes.values()) + [d.expression for d in spec.definitions]
     if not events and not any(_SWITCH_WORDS.search(e) for e in texts):
         return NONE
-    from .codegen import cache_dir
+    from .codegen import load_generated
     key = hashlib.sha256("|".join([spec.discontinuities_key(), __version__, DISCONTINUITIES_VERSION])
                          .encode()).hexdigest()[:24]
-    modname = f"pbsens_discontinuities_{key}"
-    directory = cache_dir()
-    path = os.path.join(directory, modname + ".py")
-    with _lock:
-        if not os.path.exists(path):
-            source = generate_source(spec)
-            try:
-                os.makedirs(directory, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(source)
-                os.replace(tmp, path)
-            except OSError as exc:
-                raise ModelError(f"cannot write to the cache directory {directory!r} ({exc}); set "
-                                 "PBSENS_CACHE_DIR to a writable directory") from None
-        module = _import_file(path, modname)
+    module = load_generated(spec, "discontinuities_" + key, generate_source)
     d = Discontinuities(module.NB, list(module.BREAKPOINT_TEXTS), list(module.EVENT_NAMES),
                         list(module.EVENT_INITIAL_VALUES), list(module.UNRESOLVED), module)
     if d.unresolved:
@@ -156,6 +137,7 @@ def load(spec):
 
 
 def _import_file(path, modname):
+    """Import a stored module again after unpickling (in a worker process)."""
     if modname in sys.modules:
         return sys.modules[modname]
     ispec = importlib.util.spec_from_file_location(modname, path)
