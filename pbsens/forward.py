@@ -43,6 +43,7 @@ from .kernels.signatures import f8, ivec, jacs_fn, mat, tens, vec, vector_fn
 from .result import SensitivityResult
 from .solvers import check_t_eval, check_t_span, merge_grid
 from .solvers.scipy_steppers import StepGuard, integrate
+from .threads import limit_blas_threads
 
 __all__ = ["forward_sensitivities"]
 
@@ -297,6 +298,7 @@ def _check_jacobian(jacobian, method):
     return jacobian
 
 
+@limit_blas_threads
 def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, method="BDF",
                           rtol=1e-8, atol=1e-10, params=None, jacobian=None, **solver_options):
     """Forward sensitivities: integrate states and sensitivities together (FS).

@@ -60,6 +60,7 @@ import inspect
 import numbers
 
 from ..errors import PbsensError
+from ..threads import limit_blas_threads
 from .scipy_steppers import STEPPERS, solve_scipy
 from .trajectory import Trajectory, check_t_eval, check_t_span, check_tolerance, check_tstops, merge_grid
 
@@ -79,6 +80,7 @@ def _accepts(fn, name):
     return name in params or any(q.kind is inspect.Parameter.VAR_KEYWORD for q in params.values())
 
 
+@limit_blas_threads
 def solve_states(model, t_span, t_eval=None, p=None, x0=None, method="LSODA", rtol=1e-5, atol=1e-6,
                  dense_output=True, max_nfev=1_000_000, tstops=None, **solver_options):
     """Solve the state ODE and keep the solver's adaptive grid.

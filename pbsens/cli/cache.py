@@ -1,0 +1,25 @@
+"""``pbsens cache info|clear``: what the compiled-model cache holds, and emptying it."""
+from __future__ import annotations
+
+
+def add_parser(subparsers):
+    """The ``cache`` subcommand with its two actions."""
+    sp = subparsers.add_parser(
+        "cache", help="show or clear the compiled-model cache",
+        description="Compiled models live in $PBSENS_CACHE_DIR (default ~/.cache/pbsens), bounded by "
+                    "$PBSENS_CACHE_MAX_MB. 'info' lists the directory, its size and the models in it; "
+                    "'clear' removes them (models another process is loading are skipped).")
+    sp.add_argument("action", choices=("info", "clear"), help="info: list; clear: remove every model")
+    return sp
+
+
+def run(args):
+    """``pbsens cache info`` prints the cache; ``pbsens cache clear`` empties it."""
+    from ..model.cache import cache_clear, format_cache_info
+    if args.action == "info":
+        print(format_cache_info())
+        return 0
+    done = cache_clear()
+    print(f"removed {done['removed']} file(s), {done['freed_bytes'] / 1e6:.1f} MB, from {done['directory']}"
+          + (f"; skipped {len(done['skipped'])} in use" if done.get("skipped") else ""))
+    return 0
