@@ -16,7 +16,12 @@ matrices without ties the pivots are the ones scipy returns.
 
 The matrices are row-major: the elimination updates rows (right-looking, ``k-i-j``
 order) and the solves walk rows, so every inner loop runs over contiguous memory.
+Loops that do not start at 0 index with unsigned integers (see
+:func:`pbsens.kernels.linalg._add_cols_into`): with signed ones numba keeps a
+negative-index test in the loop and LLVM does not vectorise it (measured here:
+the 21 x 21 factorisation 5.1 us signed, see the benchmark in the commit).
 """
+import numpy as np
 from numba import njit, types
 
 from .signatures import ivec, mat, vec
@@ -71,12 +76,14 @@ def lu_factor(M, piv):
                 info = k + 1
             continue
         inv = 1.0 / d
+        uk = np.uint64(k)
+        w = np.uint64(n - k - 1)
         for i in range(k + 1, n):
             M[i, k] *= inv
-        for i in range(k + 1, n):
             lik = M[i, k]
             if lik != 0.0:
-                for j in range(k + 1, n):
+                for jj in range(w):            # unsigned: no wraparound test, the loop vectorises
+                    j = uk + np.uint64(1) + jj
                     M[i, j] -= lik * M[k, j]
     return info
 
@@ -106,7 +113,9 @@ def lu_solve_vec(LU, piv, b):
     # U x = y
     for i in range(n - 1, -1, -1):
         s = b[i]
-        for j in range(i + 1, n):
+        u1 = np.uint64(i + 1)
+        for jj in range(np.uint64(n - i - 1)):
+            j = u1 + jj
             s -= LU[i, j] * b[j]
         b[i] = s / LU[i, i]
 
@@ -137,7 +146,9 @@ def lu_solve_mat(LU, piv, B):
                 for j in range(m):
                     B[i, j] -= lik * B[k, j]
     for i in range(n - 1, -1, -1):
-        for k in range(i + 1, n):
+        u1 = np.uint64(i + 1)
+        for kk in range(np.uint64(n - i - 1)):
+            k = u1 + kk
             uik = LU[i, k]
             if uik != 0.0:
                 for j in range(m):
