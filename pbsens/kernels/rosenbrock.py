@@ -62,7 +62,7 @@ from .function_address import matrix_fn_at, vector_fn_at
 from .lu import lu_factor, lu_solve_vec
 from .signatures import f8, ivec, mat, matrix_fn, tens, vec, vector_fn
 
-__all__ = ["GAMMA", "A", "C", "C_NODES", "D", "H", "rodas5p_solve", "dense_eval", "merge_outputs",
+__all__ = ["GAMMA", "A", "C", "C_NODES", "D", "H", "rodas5p_solve", "rodas5p_step", "dense_eval", "merge_outputs",
            "STATUS_OK", "STATUS_STEP_TOO_SMALL", "STATUS_NOT_FINITE", "STATUS_MAX_STEPS",
            "STATUS_SINGULAR"]
 
@@ -138,10 +138,6 @@ N_RHS, N_JAC, N_LU, N_SOLVE, N_ACCEPTED, N_REJECTED = 0, 1, 2, 3, 4, 5
 _I_STOP, _I_N, _I_AFTER_STOP, _I_REJECTED, _I_NONFINITE = 0, 1, 2, 3, 4
 _F_H, _F_HACC, _F_ERRACC = 0, 1, 2
 
-_state_sig = (vector_fn, matrix_fn, vec, vec, vec, vec, vec, f8, i8, i8, vec, mat, tens, ivec, ivec, vec, vec,
-              mat, mat, ivec, mat, vec, vec, vec, vec, vec)
-
-
 @njit(f8(vec, vec, vec, vec, vec), cache=True, _nrt=False, error_model="numpy")
 def _rms(v, x0, x1, rtol, atol):
     """``sqrt(mean((v_i / (atol_i + rtol_i max(|x0_i|, |x1_i|)))^2))``."""
@@ -175,9 +171,112 @@ def _finite_mat(M):
     return bad == 0
 
 
-@njit(i8(*_state_sig), cache=True, _nrt=False, error_model="numpy")
+@njit(types.boolean(vector_fn, matrix_fn, vec, vec, f8, f8, vec, i8, vec, mat, vec, ivec),
+      cache=True, _nrt=False, error_model="numpy")
+def _linearise(rhs, jac, p, c, t_lo, t_room, x, autonomous, f0, J, dT, counts):
+    """``f0 = f(t_lo, x)``, ``J = df/dx`` and (non-autonomous) ``dT = df/dt`` at the step's start.
+
+    ``dT`` by a forward difference with increment ``sqrt(eps max(1e-5, |t|))``
+    (rodas.f), at most half of ``t_room`` (the distance to the next stop).
+    Returns whether ``f0`` and ``J`` are finite.
+    """
+    nx = x.shape[0]
+    rhs(t_lo, x, p, c, f0)
+    jac(t_lo, x, p, c, J)
+    counts[N_RHS] += 1
+    counts[N_JAC] += 1
+    if not (_finite(f0) and _finite_mat(J)):
+        return False
+    if autonomous == 0:
+        delt = math.sqrt(_EPS * max(1e-5, abs(t_lo)))
+        if delt > 0.5 * t_room:
+            delt = 0.5 * t_room
+        if delt > 0.0:
+            rhs(t_lo + delt, x, p, c, dT)
+            counts[N_RHS] += 1
+            for i in range(nx):
+                dT[i] = (dT[i] - f0[i]) / delt
+        else:
+            for i in range(nx):
+                dT[i] = 0.0
+    return True
+
+
+@njit(types.boolean(mat, f8, mat, ivec, ivec), cache=True, _nrt=False, error_model="numpy")
+def _factor(J, h, W, piv, counts):
+    """``W = I/(h gamma) - J``, factorised in place; False if singular."""
+    nx = J.shape[0]
+    fac = 1.0 / (h * GAMMA)
+    for i in range(nx):
+        for j in range(nx):
+            W[i, j] = -J[i, j]
+        W[i, i] += fac
+    counts[N_LU] += 1
+    return lu_factor(W, piv) == 0
+
+
+@njit(types.void(vector_fn, vec, vec, f8, f8, f8, f8, vec, vec, vec, i8, mat, ivec, mat, vec, vec, vec, ivec),
+      cache=True, _nrt=False, error_model="numpy")
+def _stages(rhs, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, K, u, g, xn, counts):
+    """The eight stages of one step with the factorised ``W``; ``xn = x_n+1``, ``K[7]`` the error estimate.
+
+    Stage times are clipped to ``[t_lo, t_hi]`` (the sides of adjacent stops).
+    """
+    nx = x.shape[0]
+    for s in range(S):
+        if s == 0:
+            for i in range(nx):
+                g[i] = f0[i]
+        else:
+            for i in range(nx):
+                u[i] = x[i]
+            for j in range(s):
+                a = A[s, j]
+                if a != 0.0:
+                    for i in range(nx):
+                        u[i] += a * K[j, i]
+            ts = t + C_NODES[s] * h
+            if ts < t_lo:
+                ts = t_lo
+            if ts > t_hi:
+                ts = t_hi
+            rhs(ts, u, p, c, g)
+            counts[N_RHS] += 1
+            for j in range(s):
+                cc = C[s, j] / h
+                for i in range(nx):
+                    g[i] += cc * K[j, i]
+        if autonomous == 0:
+            hd = h * D[s]
+            if hd != 0.0:
+                for i in range(nx):
+                    g[i] += hd * dT[i]
+        lu_solve_vec(W, piv, g)
+        counts[N_SOLVE] += 1
+        for i in range(nx):
+            K[s, i] = g[i]
+    k8 = K[S - 1]
+    for i in range(nx):
+        xn[i] = u[i] + k8[i]
+
+
+@njit(types.void(mat, mat), cache=True, _nrt=False)
+def _dense_coefficients(K, Dk):
+    """``Dk[r] = sum_s H[r, s] K[s]``: the step's dense-output coefficients."""
+    nx = K.shape[1]
+    for r in range(3):
+        for i in range(nx):
+            acc = 0.0
+            for s in range(S):
+                acc += H[r, s] * K[s, i]
+            Dk[r, i] = acc
+
+
+@njit(i8(vector_fn, matrix_fn, vec, vec, vec, vec, vec, f8, i8, i8, vec, mat, tens, ivec, ivec, vec, vec,
+         mat, mat, ivec, mat, vec, vec, vec, vec),
+      cache=True, _nrt=False, error_model="numpy")
 def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
-          T, X, Dn, counts, ist, fst, info, W, J, piv, K, u, f0, f, dT, g):
+          T, X, Dn, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g):
     """The step loop; resumes from ``ist``/``fst`` and the last stored grid point.
 
     Returns a status code; ``_STATUS_FULL`` when the buffers ``T``, ``X``,
@@ -201,32 +300,15 @@ def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
     status = STATUS_OK
     while True:
         x = X[n]
-        # start of step: t_lo is where the right-hand side is evaluated at c = 0
+        # after a stop, the right-hand side is evaluated from its right side on
         t_lo = np.nextafter(t, np.inf) if after_stop else t
         if need_jac:
-            rhs(t_lo, x, p, c, f0)
-            jac(t_lo, x, p, c, J)
-            counts[N_RHS] += 1
-            counts[N_JAC] += 1
-            if not (_finite(f0) and _finite_mat(J)):
+            if not _linearise(rhs, jac, p, c, t_lo, t_stop - t_lo, x, autonomous, f0, J, dT, counts):
                 status = STATUS_NOT_FINITE
                 info[0] = t
                 info[1] = h
                 info[2] = 1.0   # at an accepted state: the right-hand side or Jacobian itself
                 break
-            if autonomous == 0:
-                delt = math.sqrt(_EPS * max(1e-5, abs(t)))
-                room = 0.5 * (t_stop - t_lo)
-                if delt > room:
-                    delt = room
-                if delt > 0.0:
-                    rhs(t_lo + delt, x, p, c, dT)
-                    counts[N_RHS] += 1
-                    for i in range(nx):
-                        dT[i] = (dT[i] - f0[i]) / delt
-                else:
-                    for i in range(nx):
-                        dT[i] = 0.0
             need_jac = False
             if h <= 0.0:
                 # initial step (Solving ODEs I, II.4), for an error of order ORDER_EMBEDDED + 1
@@ -236,10 +318,10 @@ def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
                 h0 = min(h0, t_stop - t)
                 for i in range(nx):
                     u[i] = x[i] + h0 * f0[i]
-                rhs(t_lo + h0, u, p, c, f)
+                rhs(t_lo + h0, u, p, c, g)
                 counts[N_RHS] += 1
                 for i in range(nx):
-                    g[i] = f[i] - f0[i]
+                    g[i] -= f0[i]
                 d2 = _rms(g, x, x, rtol, atol) / h0
                 dm = max(d1, d2)
                 if dm <= 1e-15:
@@ -265,17 +347,10 @@ def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
             status = STATUS_NOT_FINITE if n_nonfinite > 0 else STATUS_STEP_TOO_SMALL
             info[0] = t
             info[1] = h
-            info[2] = 0.0
             break
+        # before a stop, the right-hand side is evaluated from its left side
         t_hi = np.nextafter(t_stop, -np.inf) if hit else np.inf
-        # ---- iteration matrix W = I/(h gamma) - J, factorised in place
-        fac = 1.0 / (h * GAMMA)
-        for i in range(nx):
-            for j in range(nx):
-                W[i, j] = -J[i, j]
-            W[i, i] += fac
-        counts[N_LU] += 1
-        if lu_factor(W, piv) != 0:
+        if not _factor(J, h, W, piv, counts):
             n_singular += 1
             if n_singular > _MAX_SINGULAR:
                 status = STATUS_SINGULAR
@@ -285,45 +360,9 @@ def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
             h *= 0.5
             continue
         n_singular = 0
-        # ---- stages
-        for s in range(S):
-            if s == 0:
-                for i in range(nx):
-                    g[i] = f0[i]
-            else:
-                for i in range(nx):
-                    u[i] = x[i]
-                for j in range(s):
-                    a = A[s, j]
-                    if a != 0.0:
-                        for i in range(nx):
-                            u[i] += a * K[j, i]
-                ts = t + C_NODES[s] * h
-                if ts < t_lo:
-                    ts = t_lo
-                if ts > t_hi:
-                    ts = t_hi
-                rhs(ts, u, p, c, g)
-                counts[N_RHS] += 1
-                for j in range(s):
-                    cc = C[s, j] / h
-                    for i in range(nx):
-                        g[i] += cc * K[j, i]
-            if autonomous == 0:
-                hd = h * D[s]
-                if hd != 0.0:
-                    for i in range(nx):
-                        g[i] += hd * dT[i]
-            lu_solve_vec(W, piv, g)
-            counts[N_SOLVE] += 1
-            for i in range(nx):
-                K[s, i] = g[i]
-        # x_new = u_8 + k_8 into the next grid slot; err from k_8
         xn = X[n + 1]
-        k8 = K[S - 1]
-        for i in range(nx):
-            xn[i] = u[i] + k8[i]
-        err = _rms(k8, x, xn, rtol, atol)
+        _stages(rhs, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, K, u, g, xn, counts)
+        err = _rms(K[S - 1], x, xn, rtol, atol)
         if not (err <= 1e300 and _finite(xn)):
             # NaN/inf in the trial step: shrink hard and retry (not an accepted state)
             n_nonfinite += 1
@@ -345,13 +384,7 @@ def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
                     h_new = h / facgus
             h_acc = h
             err_acc = max(1e-2, err)
-            for r in range(3):
-                dr = Dn[n, r]
-                for i in range(nx):
-                    acc = 0.0
-                    for s in range(S):
-                        acc += H[r, s] * K[s, i]
-                    dr[i] = acc
+            _dense_coefficients(K, Dn[n])
             t = t_stop if hit else t + h
             n += 1
             T[n] = t
@@ -455,12 +488,11 @@ def rodas5p_solve(fn_addr, t0, x0, p, c, rtol, atol, stops, first_step, max_step
     K = np.empty((S, nx))
     u = np.empty(nx)
     f0 = np.empty(nx)
-    f = np.empty(nx)
     dT = np.zeros(nx)
     g = np.empty(nx)
     while True:
         status = _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
-                       T, X, Dn, counts, ist, fst, info, W, J, piv, K, u, f0, f, dT, g)
+                       T, X, Dn, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g)
         if status != _STATUS_FULL:
             break
         cap2 = 2 * cap
@@ -473,6 +505,38 @@ def rodas5p_solve(fn_addr, t0, x0, p, c, rtol, atol, stops, first_step, max_step
         T, X, Dn, cap = T2, X2, D2, cap2
     n = ist[_I_N]
     return status, T[:n + 1], X[:n + 1], Dn[:n]
+
+
+@njit(types.boolean(ivec, f8, vec, vec, vec, f8, i8, vec, vec, mat), cache=True)
+def rodas5p_step(fn_addr, t, x, p, c, h, autonomous, x_new, err, Dk):
+    """One step of size ``h`` from ``(t, x)`` without error control (for tests and analysis).
+
+    Fills ``x_new``, the local error estimate ``err = k_8`` (``x_new`` minus the
+    embedded solution) and the step's dense coefficients ``Dk`` (3, nx) (see
+    :func:`dense_eval`). Returns False if ``f``/``J`` are not finite at ``(t, x)``
+    or the iteration matrix is singular.
+    """
+    rhs = vector_fn_at(fn_addr[0], fn_addr[1])
+    jac = matrix_fn_at(fn_addr[2], fn_addr[3])
+    nx = x.shape[0]
+    counts = np.zeros(6, dtype=np.int64)
+    W = np.empty((nx, nx))
+    J = np.empty((nx, nx))
+    piv = np.empty(nx, dtype=np.int64)
+    K = np.empty((S, nx))
+    u = np.empty(nx)
+    f0 = np.empty(nx)
+    dT = np.zeros(nx)
+    g = np.empty(nx)
+    if not _linearise(rhs, jac, p, c, t, np.inf, x, autonomous, f0, J, dT, counts):
+        return False
+    if not _factor(J, h, W, piv, counts):
+        return False
+    _stages(rhs, p, c, t, h, t, np.inf, x, f0, dT, autonomous, W, piv, K, u, g, x_new, counts)
+    for i in range(nx):
+        err[i] = K[S - 1, i]
+    _dense_coefficients(K, Dk)
+    return True
 
 
 @njit(types.void(f8, vec, vec, mat, vec), cache=True, _nrt=False)
