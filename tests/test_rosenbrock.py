@@ -171,7 +171,7 @@ def test_robertson_against_published_reference(tmp_path):
     ref = np.array([0.2083340149701255e-7, 0.8333360770334713e-13, 0.9999999791665050])
     tr = solve_rosenbrock(m, (0, 1e11), rtol=1e-8, atol=[1e-10, 1e-16, 1e-10])
     rel = np.abs(tr.x[-1] - ref) / ref
-    assert rel.max() < 1e-4, rel
+    assert rel.max() < 1e-4, rel       # measured 1.6e-5 (the reference is given to 16 digits)
     assert tr.stats["n_steps"] < 2000
 
 
@@ -184,8 +184,8 @@ def test_van_der_pol_mu_1000_against_published_reference(tmp_path):
     for rtol in (1e-6, 1e-9):
         tr = solve_rosenbrock(m, (0, 2), rtol=rtol, atol=rtol)
         errs.append(np.abs(tr.x[-1] - ref).max())
-    assert errs[0] < 1e-3
-    assert errs[1] < 1e-6
+    assert errs[0] < 1e-5      # measured 5.6e-7
+    assert errs[1] < 1e-8      # measured 1.0e-9
     assert errs[1] < errs[0]
 
 
@@ -317,8 +317,8 @@ def test_per_state_atol_is_honoured(tmp_path):
 
     e_vec, tr_vec = err([1e-6, 1e-14, 1e-14])
     e_scalar, tr_scalar = err(1e-6)
-    assert e_vec < 1e-4                      # the small states are resolved to their own atol
-    assert e_scalar > 10 * e_vec             # with the scalar atol they are not
+    assert e_vec < 1e-5                      # the small states are resolved (measured 2.7e-7)
+    assert e_scalar > 1e-2                   # with the scalar atol they are not (measured 0.46)
     assert tr_vec.stats["n_steps"] > tr_scalar.stats["n_steps"]
     # a per-state rtol works the same way
     tr = solve_rosenbrock(m, (0, 20), t_eval=t, rtol=[1e-6, 1e-9, 1e-9], atol=[1e-6, 1e-17, 1e-17])
