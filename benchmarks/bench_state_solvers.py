@@ -13,6 +13,8 @@ evaluations each solver used, and Rodas5P's Python-side overhead (front
 function minus the compiled kernel alone, from the same run).
 
     python benchmarks/bench_state_solvers.py [--repeats 40]
+
+(from a worktree whose pbsens is not the installed one: ``PYTHONPATH=. python ...``)
 """
 import argparse
 import gc
