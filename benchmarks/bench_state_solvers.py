@@ -3,7 +3,7 @@
 PKA and CaMKII on [0, 600], rtol 1e-5, atol 1e-6, 201 output times: median wall
 time over repeats after warm-up, timed round-robin (one call of each per
 repeat, so drift in the load of this shared machine affects both alike) with
-garbage collection off during each call; the ratio LSODA / Rodas5P from the
+garbage collection off (see :func:`interleaved_medians`); the ratio LSODA / Rodas5P from the
 same run; and the accuracy of each against a tight reference (scipy's Radau
 at rtol 1e-11, atol 1e-13): the largest relative state error at the output
 times, ``max |x - x_ref| / (atol/rtol + |x_ref|)`` (relative where states are
@@ -33,21 +33,31 @@ CASES = [("PKA", 600.0), ("CaMKII", 600.0)]
 RTOL, ATOL = 1e-5, 1e-6
 
 
-def interleaved_medians(fns, repeats):
-    """Median seconds of each callable, timed round-robin, GC off during each call."""
+def interleaved_medians(fns, repeats, collect_each=False):
+    """Median seconds of each callable, timed round-robin, garbage collection off.
+
+    ``collect_each``: run ``gc.collect()`` before every call (as
+    ``bench_sensitivities.py`` does). That is not what a caller's loop sees: a
+    full collection leaves the next Python-level calls cold (measured here:
+    ``check_t_span`` 5 us warm, 160 us right after ``gc.collect()``), which
+    charges ~0.3 ms to any function with a Python front. By default the
+    collector is off for the whole timing loop instead (one collection before it).
+    """
     for fn in fns.values():
         fn()  # warm-up (compilation, caches)
     times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            gc.collect()
-            gc.disable()
-            try:
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            for name, fn in fns.items():
+                if collect_each:
+                    gc.collect()
                 t0 = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t0)
-            finally:
-                gc.enable()
+    finally:
+        gc.enable()
     return {name: statistics.median(v) for name, v in times.items()}
 
 
@@ -60,8 +70,10 @@ def errors(tr, xr):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=40)
+    ap.add_argument("--collect-each", action="store_true", help="gc.collect() before every timed call")
     args = ap.parse_args()
-    print(f"rtol {RTOL:g}, atol {ATOL:g}, 201 output times; median of {args.repeats} interleaved runs; ms")
+    print(f"rtol {RTOL:g}, atol {ATOL:g}, 201 output times; median of {args.repeats} interleaved runs; ms; "
+          f"gc off{', collected before each call' if args.collect_each else ''}")
     print(f"{'model':<7} {'LSODA':>8} {'Rodas5P':>8} {'ratio':>6} {'kernel':>7} {'front':>6}   "
           f"{'rel.err LSODA':>13} {'Rodas5P':>8}   {'err/tol LSODA':>13} {'Rodas5P':>8}   steps / nfev / njev")
     for name, t_end in CASES:
@@ -87,7 +99,8 @@ def main():
             return k.rodas5p_solve(addr, 0.0, x0, p, c, rv, av, stops, 0.0, np.inf, 100_000, autonomous,
                                    rb._INITIAL_CAPACITY, counts, info)
 
-        med = interleaved_medians({"lsoda": lsoda, "rodas": rodas, "kernel": kernel}, args.repeats)
+        med = interleaved_medians({"lsoda": lsoda, "rodas": rodas, "kernel": kernel}, args.repeats,
+                                  args.collect_each)
         tl, tr_ = lsoda(), rodas()
         el, er = errors(tl, xr), errors(tr_, xr)
         sl, sr = tl.stats, tr_.stats
