@@ -61,6 +61,7 @@ import numbers
 
 from ..errors import PbsensError
 from ..threads import limit_blas_threads
+from . import rosenbrock
 from .scipy_steppers import STEPPERS, solve_scipy
 from .trajectory import Trajectory, check_t_eval, check_t_span, check_tolerance, check_tstops, merge_grid
 
@@ -69,6 +70,7 @@ __all__ = ["solve_states", "Trajectory", "SOLVERS", "check_t_span", "check_t_eva
 
 #: Method name -> state solver (the contract is in this module's docstring).
 SOLVERS = {name: functools.partial(solve_scipy, method=name) for name in STEPPERS}
+SOLVERS[rosenbrock.METHOD] = rosenbrock.solve_rosenbrock   # compiled Rodas5P
 
 
 def _accepts(fn, name):
@@ -99,8 +101,12 @@ def solve_states(model, t_span, t_eval=None, p=None, x0=None, method="LSODA", rt
         ``x0(p)`` when the model's initial values depend on parameters).
     method : str
         A key of :data:`SOLVERS`: scipy's ``"LSODA"`` (default), ``"BDF"``,
-        ``"Radau"``, ``"RK45"``, ``"RK23"``, ``"DOP853"``; the compiled
-        Jacobian is passed to the implicit ones (BDF, Radau, LSODA).
+        ``"Radau"``, ``"RK45"``, ``"RK23"``, ``"DOP853"`` (the compiled
+        Jacobian is passed to the implicit ones: BDF, Radau, LSODA); or
+        ``"rodas5p"``, pbsens's compiled Rosenbrock method (whole solve in one
+        compiled call, 10-40x faster than LSODA on the paper's models, but with
+        5-7x fewer steps: see ``docs/PERFORMANCE.md`` before using its grid for
+        post-hoc sensitivities).
     rtol, atol : float
         Solver tolerances (the paper: rtol 1e-5, atol 1e-6).
     dense_output : bool

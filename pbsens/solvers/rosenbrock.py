@@ -1,4 +1,4 @@
-"""The compiled stiff state solver: :func:`solve_rosenbrock` (Rodas5P) -> :class:`~pbsens.solve.Trajectory`.
+"""The compiled stiff state solver: :func:`solve_rosenbrock` (Rodas5P) -> :class:`~pbsens.solvers.trajectory.Trajectory`.
 
 The whole solve is one call into compiled code (:mod:`pbsens.kernels.rosenbrock`:
 the method, its coefficients and their source, step-size control, stops); the
@@ -17,7 +17,7 @@ import re
 import numpy as np
 
 from ..errors import PbsensError, SolverError
-from ..solve import Trajectory, check_t_eval, check_t_span
+from .trajectory import Trajectory, check_t_eval, check_t_span
 
 __all__ = ["solve_rosenbrock", "RosenbrockDenseOutput", "METHOD"]
 
