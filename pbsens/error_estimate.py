@@ -15,11 +15,12 @@ METHOD.md section 10 derives them. In short:
   neglected); intervals whose contribution exceeds their share of the tolerance are
   split into ``ceil((l_k / share_k)^(1/p))`` equal parts (local error ``h^(p+1)``
   per part, ``n`` parts).
-* **The state solve** is not estimated by the above (both marches use the same
-  states); :func:`state_error` compares the trajectory with a re-solve at a ten
-  times tighter tolerance. Post-hoc accuracy cannot beat the state's.
+* **The state solve** is not seen by the above (both marches use the same states):
+  :func:`state_part` compares the march on the trajectory's states with the march on
+  the same grid on states re-solved ten times tighter (:func:`tight_states`).
+  Post-hoc accuracy cannot beat the states'.
 
-Nothing here calls the state solver except :func:`state_error`.
+Nothing here calls the state solver except :func:`tight_states`.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import numpy as np
 from .errors import AccuracyWarning
 
 __all__ = ["method_order", "midpoint_states", "interpolate_states", "relative_difference", "refine_counts",
-           "state_error", "warn_range"]
+           "tight_states", "state_part", "warn_range"]
 
 
 def method_order(method, branch_codes=None):
@@ -122,48 +123,62 @@ def relative_difference(S, S_fine, order):
 
 
 def refine_counts(t, S, S_fine, order, sens_rtol, sens_atol, max_split):
-    """Sub-intervals per grid interval so that each meets its share of the tolerance.
+    """Sub-intervals per grid interval for the next refinement round.
 
     ``S``, ``S_fine``: the march on ``t`` and on ``t`` bisected, stored at every point of
-    ``t``. The local contribution of interval ``k`` is
-    ``l_k = c ||D_k+1 - D_k||_F``, ``D = S - S_fine``; its share of the tolerance is
-    ``tol_k (t_k+1 - t_k) / (t_K - t_0)`` with ``tol_k = sens_rtol ||S_fine_k+1||_F + sens_atol``.
-    Returns ``counts`` (1 = keep), each at most ``max_split``.
+    ``t``. The local contribution of interval ``k`` is ``l_k = c ||D_k+1 - D_k||_F``,
+    ``D = S - S_fine``. The tolerance ``tol_k = sens_rtol ||S_fine_k+1||_F + sens_atol`` is
+    shared equally among the ``N`` intervals that matter (``l_k >= 1e-3 max l``):
+    an interval is split into ``ceil((2 l_k N / tol_k)^(1/p))`` parts (local error
+    ``h^(p+1)`` per part, ``n`` parts), but never more than
+    ``ceil((2 g)^(1/p))`` with ``g`` the largest ratio of the global estimate to the
+    tolerance (splitting every interval that much would meet it), nor ``max_split``.
+    Returns ``counts`` (1 = keep).
     """
     c = 2.0 ** order / (2.0 ** order - 1.0)
     D = S - S_fine
     dD = D[1:] - D[:-1]
     loc = c * np.sqrt(np.einsum("kij,kij->k", dD, dD))
     nrm = np.sqrt(np.einsum("kij,kij->k", S_fine, S_fine))
-    tol = sens_rtol * np.maximum(nrm[1:], nrm[:-1]) + sens_atol
-    share = tol * np.diff(t) / (t[-1] - t[0])
-    # safety factor 2 on the ratio: the next round should pass, not just reach the tolerance
-    ratio = np.where(share > 0, 2.0 * loc / np.where(share > 0, share, 1.0), np.inf)
+    tol_pt = sens_rtol * nrm + sens_atol
+    glob = c * np.sqrt(np.einsum("kij,kij->k", D, D))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = float(np.max(np.where(tol_pt > 0, glob / np.where(tol_pt > 0, tol_pt, 1.0), np.inf)))
     counts = np.ones(t.size - 1, dtype=np.int64)
+    if not np.any(loc > 0):
+        return counts
+    n_eff = max(1, int(np.sum(loc >= 1e-3 * loc.max())))
+    share = np.maximum(tol_pt[1:], tol_pt[:-1]) / n_eff
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.where(share > 0, 2.0 * loc / np.where(share > 0, share, 1.0), np.inf)
+        n = np.ceil(ratio ** (1.0 / order))
+        cap = np.ceil((2.0 * g) ** (1.0 / order)) if np.isfinite(g) else max_split
     bad = ratio > 1.0
-    with np.errstate(over="ignore", invalid="ignore"):
-        n = np.ceil(ratio[bad] ** (1.0 / order))
-    counts[bad] = np.clip(np.nan_to_num(n, nan=max_split, posinf=max_split), 2, max_split).astype(np.int64)
+    counts[bad] = np.clip(np.nan_to_num(np.minimum(n[bad], cap), nan=max_split, posinf=max_split),
+                          2, max_split).astype(np.int64)
     return counts
 
 
-def state_error(model, trajectory, t_out, x_out):
-    """Relative state error at ``t_out`` estimated by a re-solve at tolerances ``/10``.
-
-    ``||x_k - x_tight_k|| / ||x_tight_k||`` (2-norm) with ``x_tight`` from
-    :func:`pbsens.solve_states` with the trajectory's method and ``rtol/10``, ``atol/10``:
-    the error of the tighter solve is about ten times smaller, so the difference
-    estimates the trajectory's own error. Costs one more state solve.
-    """
+def tight_states(model, trajectory):
+    """The trajectory re-solved at ``rtol/10``, ``atol/10`` (same method, dense output)."""
     from .solve import solve_states
-    x = x_out
-    tight = solve_states(model, (trajectory.t[0], trajectory.t[-1]), t_eval=t_out, p=trajectory.p,
-                         x0=trajectory.x0, method=trajectory.method or "LSODA", rtol=trajectory.rtol / 10,
-                         atol=np.asarray(trajectory.atol) / 10, dense_output=False)
-    xt = tight.x[tight.eval_index]
-    num = np.linalg.norm(x - xt, axis=1)
-    den = np.linalg.norm(xt, axis=1)
-    return np.where(den > 0, num / np.where(den > 0, den, 1.0), num)
+    return solve_states(model, (trajectory.t[0], trajectory.t[-1]), p=trajectory.p, x0=trajectory.x0,
+                        method=trajectory.method or "LSODA", rtol=trajectory.rtol / 10,
+                        atol=np.asarray(trajectory.atol) / 10, dense_output=True)
+
+
+def state_part(S, S_tight):
+    """``(10/9) ||S_k - S_tight_k||_F / ||S_tight_k||_F``: the error of ``S`` caused by the states.
+
+    ``S`` and ``S_tight`` are marched on the same grid by the same method, on the
+    trajectory's states and on those of a solve ten times tighter: the discretization
+    error cancels, the difference is the effect of the state error (of which the tight
+    solve keeps about a tenth). Where ``||S_tight_k|| = 0``, the absolute value.
+    """
+    D = S - S_tight
+    num = np.sqrt(np.einsum("kij,kij->k", D, D))
+    den = np.sqrt(np.einsum("kij,kij->k", S_tight, S_tight))
+    return (10.0 / 9.0) * np.where(den > 0, num / np.where(den > 0, den, 1.0), num)
 
 
 def warn_range(t, bad, what, stacklevel=3):

@@ -69,7 +69,7 @@ def _nonnegative(v, name):
 def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13, estimate_error=True,
-                  sens_rtol=None, sens_atol=None, state_error=None, max_refine=6, max_split=64,
+                  sens_rtol=None, sens_atol=None, state_error="auto", max_refine=6, max_split=64,
                   max_grid_factor=200) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
@@ -140,12 +140,16 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         tolerance at every grid point, or ``max_refine`` rounds, or a grid of
         ``max_grid_factor`` times the solver's points (then an ``AccuracyWarning``
         names the time range). ``r.subdivisions`` counts the intervals split.
-    state_error : {None, "resolve"}
-        ``"resolve"``: estimate the state solve's own error at the output times by one
-        more state solve at ``rtol/10``, ``atol/10`` (needs a Trajectory), store it in
-        ``state_error_estimate`` and add it to ``error_estimate``; an
-        ``AccuracyWarning`` names the time range where it exceeds 1e-2. Post-hoc
-        sensitivities cannot be more accurate than the states they are computed on.
+    state_error : {"auto", "resolve", None}
+        ``"resolve"``: estimate the error of ``S`` caused by the state solve's own error:
+        one more state solve at ``rtol/10``, ``atol/10`` (needs a Trajectory) and one
+        more march on the same grid with those states; ``(10/9) ||S - S_tight|| /
+        ||S_tight||`` is stored in ``state_error_estimate`` and added to
+        ``error_estimate``; an ``AccuracyWarning`` names the time range where it
+        exceeds 1e-2. Post-hoc sensitivities cannot be more accurate than the states
+        they are computed on. ``"auto"`` (default): ``"resolve"`` when ``trajectory``
+        is a Trajectory (or states are solved here) and ``estimate_error`` is on,
+        else None.
     max_refine, max_split, max_grid_factor : int, int, float
         Limits of the ``sens_rtol`` refinement: rounds (6), parts per interval and
         round (64), grid size relative to the state solver's (200).
@@ -181,8 +185,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         sens_atol = 0.0 if sens_atol is None else float(_nonnegative(sens_atol, "sens_atol"))
     elif sens_atol is not None:
         raise PbsensError("'sens_atol' needs 'sens_rtol' (give sens_rtol=... as well)")
-    if state_error not in (None, "resolve"):
-        raise PbsensError(f"'state_error' must be None or 'resolve', got {state_error!r}")
+    if state_error not in (None, "resolve", "auto"):
+        raise PbsensError(f"'state_error' must be 'auto', 'resolve' or None, got {state_error!r}")
     max_refine = _positive(max_refine, "max_refine", integer=True)
     max_split = _positive(max_split, "max_split", integer=True)
     max_grid_factor = _positive(max_grid_factor, "max_grid_factor")
@@ -275,8 +279,9 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     norm_kind = codes.NORM_CODES[norm]
     interp = codes.INTERP_CODES[interpolation]
 
-    def run(tg, xg, oi, n_out):
+    def run(tg, xg, oi, n_out, dense=None):
         """March over the grid ``tg`` (states ``xg``), storing S where ``oi >= 0``."""
+        dense = sol if dense is None else dense
         K = tg.size
         branch = np.empty(K - 1, dtype=np.int8)
         n_int = np.empty(K - 1, dtype=np.int64)
@@ -295,7 +300,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                 k_of = np.repeat(np.arange(K - 1), counts)
                 i_of = np.arange(counts.sum()) - sub_offset[k_of] + 1
                 t_sub = tg[k_of] + i_of * (tg[k_of + 1] - tg[k_of]) / n_int[k_of]
-                X_sub = np.ascontiguousarray(sol(t_sub).T)
+                X_sub = np.ascontiguousarray(dense(t_sub).T)
             planned = 1
         status = bound_march(tg, xg, p, model.constants, S_run, oi, code, n_factor, n_max, eq_tol, norm_kind,
                              interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused)
@@ -363,13 +368,18 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                                       f"{max_grid_factor}x the state solver's)")
         timings["sensitivities"] = time.perf_counter() - t0
     E_state = None
+    if state_error == "auto":
+        state_error = "resolve" if isinstance(trajectory, Trajectory) and estimate_error else None
     if state_error == "resolve":
         t1 = time.perf_counter()
-        E_state = error_estimate.state_error(model, trajectory, t_out, x[out_index >= 0])
+        tight = error_estimate.tight_states(model, trajectory)
+        x_t = np.ascontiguousarray(tight.sol(t).T)
+        S_t = run(t, x_t, out_index, t_out.size, dense=tight.sol)[0]
+        E_state = error_estimate.state_part(S_out, S_t)
         timings["state_error"] = time.perf_counter() - t1
-        error_estimate.warn_range(t_out, E_state > 1e-2, "the estimated relative error of the state solve exceeds "
-                                  "1e-2 (post-hoc sensitivities cannot be more accurate than the states; "
-                                  "solve the states with a smaller rtol)")
+        error_estimate.warn_range(t_out, E_state > 1e-2, "the estimated error of S caused by the state solve "
+                                  "exceeds 1e-2 (post-hoc sensitivities cannot be more accurate than the states "
+                                  "they are computed on; solve the states with a smaller rtol)")
         if E_est is not None:
             E_est = E_est + E_state
     options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
