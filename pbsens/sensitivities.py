@@ -112,8 +112,11 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         (so that ``h ||A|| <= 1/n_factor`` per sub-step); the exponential step when
         ``n_int > n_max`` ("exp-stiff") or when ``||A_k+1 - A_k|| <= eq_tol ||A_k||``
         and ``||B_k+1 - B_k|| <= eq_tol ||B_k||`` ("exp-equilibrium"). Paper: 10, 100, 1e-4.
-    norm : {"1", "inf", "fro"}
-        Matrix norm of the switch; default the 1-norm (max column sum).
+    norm : {"1", "inf", "fro", "scaled"}
+        Matrix norm of the switch; default the 1-norm (max column sum). ``"scaled"``:
+        ``n_int`` from the 1-norm of ``D^-1 A_k D``, ``D = diag(|x_k| + atol)`` (``atol``
+        the state solver's; invariant under unit changes of a state), the equilibrium
+        test in the 1-norm.
     interpolation : {"linear", "hermite", "dense"}
         States at refinement points: linear between grid states (the paper), cubic
         Hermite using ``f`` at both ends, or the solver's dense output (needs a
@@ -278,6 +281,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     code = codes.METHOD_CODES[method]
     norm_kind = codes.NORM_CODES[norm]
     interp = codes.INTERP_CODES[interpolation]
+    a = np.asarray(solver_info.get("atol", atol) if solver_info else atol, dtype=np.float64)
+    scale_atol = float(np.min(a)) if a.size and np.all(np.isfinite(a)) and np.min(a) > 0 else 1e-6
 
     def run(tg, xg, oi, n_out, dense=None):
         """March over the grid ``tg`` (states ``xg``), storing S where ``oi >= 0``."""
@@ -292,7 +297,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         sub_offset = np.zeros(K - 1, dtype=np.int64)
         planned = 0
         if interp == codes.INTERP_DENSE:
-            bound_plan(tg, xg, p, model.constants, code, n_factor, n_max, eq_tol, norm_kind, branch, n_int)
+            bound_plan(tg, xg, p, model.constants, code, n_factor, n_max, eq_tol, norm_kind, branch, n_int,
+                       scale_atol)
             refined = (branch == codes.BRANCH_PBS) & (n_int > 1)
             counts = np.where(refined, n_int - 1, 0)
             sub_offset = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
@@ -303,7 +309,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                 X_sub = np.ascontiguousarray(dense(t_sub).T)
             planned = 1
         status = bound_march(tg, xg, p, model.constants, S_run, oi, code, n_factor, n_max, eq_tol, norm_kind,
-                             interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused)
+                             interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
+                             scale_atol)
         if status >= 0:
             raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
                               f"[{tg[status]:.6g}, {tg[status + 1]:.6g}] (method {method!r}); the Jacobians may "

@@ -153,3 +153,22 @@ def test_relative_error_state_difference_and_log_scale():
     rl = pbsens.sensitivities(m, loose, method="exp2", estimate_error=False)
     with pytest.warns(AccuracyWarning, match="different trajectories"):
         pbsens.relative_error(rl, ref)
+
+
+def test_scaled_switch_is_invariant_under_unit_change(tmp_path):
+    """x2 in units 1000x smaller: ``||A||_1`` grows by ~1000 and sends pbsr to the
+    exponential branch, the scaled norm ``||D^-1 A D||_1`` is unchanged (up to atol)."""
+    from conftest import make_model
+    a = make_model(tmp_path, "lin_a", {"x1": 1.0, "x2": 1.0}, {"k1": 0.5, "k2": 0.3},
+                   {"x1": "-k1*x1 + k2*x2*(1 + 0.1*sin(t))", "x2": "k1*x1 - k2*x2"})
+    b = make_model(tmp_path, "lin_b", {"x1": 1.0, "x2": 1000.0}, {"k1": 0.5, "k2": 0.3},
+                   {"x1": "-k1*x1 + k2*(x2/1000)*(1 + 0.1*sin(t))", "x2": "1000*(k1*x1 - k2*x2/1000)"})
+    ta = pbsens.solve_states(a, (0.0, 20.0), rtol=1e-6, atol=1e-9)
+    tb = pbsens.solve_states(b, (0.0, 20.0), t_eval=ta.t, rtol=1e-6, atol=1e-9)
+    xb = tb.x[tb.eval_index]
+    ra = pbsens.sensitivities(a, ta, method="pbsr", norm="scaled", estimate_error=False)
+    rb = pbsens.sensitivities(b, (ta.t, xb), p=tb.p, method="pbsr", norm="scaled", atol=1e-9,
+                              estimate_error=False)
+    rb1 = pbsens.sensitivities(b, (ta.t, xb), p=tb.p, method="pbsr", norm="1", estimate_error=False)
+    assert np.mean(ra.branch == rb.branch) >= 0.95
+    assert np.mean(rb1.branch == "pbs") < np.mean(rb.branch == "pbs")
