@@ -85,13 +85,18 @@ def test_sens_rtol_camkii_state_limited():
 
 def test_sens_rtol_never_solves_states_again(monkeypatch):
     m, tr, ref = case("Chua")
-    import pbsens.solve as solve_mod
+    import importlib
+    front = importlib.import_module("pbsens.sensitivities")
+    from pbsens import error_estimate
 
     def forbidden(*a, **k):
         raise AssertionError("state solver called")
-    monkeypatch.setattr(solve_mod, "solve_ivp", forbidden)
+    monkeypatch.setattr(front, "solve_states", forbidden)
+    monkeypatch.setattr(error_estimate, "tight_states", forbidden)
     r = pbsens.sensitivities(m, tr, method="exp2", sens_rtol=1e-4, state_error=None)
     assert r.subdivisions > 0
+    with pytest.raises(AssertionError, match="state solver called"):   # the patch is effective
+        pbsens.sensitivities(m, tr, method="exp2", state_error="resolve")
     E = pbsens.relative_error(r, ref)
     assert np.median(E[1:]) <= 1e-4
 
