@@ -1,6 +1,6 @@
 """Error estimates of post-hoc sensitivities, and the grid refinement of ``sens_rtol``.
 
-METHOD.md section 10 derives them. In short:
+METHOD.md section 11 derives them. In short:
 
 * **Step doubling on the same trajectory.** The march is repeated on the grid with
   every interval bisected; the states at the midpoints come from the state solver's

@@ -47,7 +47,7 @@ class SensitivityResult:
         because the Jacobians were equal on consecutive sub-steps.
     error_estimate : ndarray (K,) or None
         Estimate of the relative error ``E_k = ||S_k - S_exact_k||_F / ||S_exact_k||_F``
-        per output time (post-hoc methods; METHOD.md section 10), including the state
+        per output time (post-hoc methods; METHOD.md section 11), including the state
         solve's error when ``state_error_estimate`` is set. None for forward results.
     error_estimate_params : ndarray (K, np) or None
         The same per parameter (column ``S[:, :, j]``).

@@ -1,6 +1,6 @@
 """The front door: :func:`sensitivities` (post-hoc PBSR, PBS, Exp and their second-order variants).
 
-Data flow: a :class:`~pbsens.solve.Trajectory` (or any solver's ``(t, x)``) ->
+Data flow: a :class:`~pbsens.solvers.Trajectory` (or any solver's ``(t, x)``) ->
 validated grid and options -> the march kernel (:mod:`pbsens.kernels.march`) ->
 :class:`~pbsens.result.SensitivityResult`. This module knows nothing of numba.
 """
@@ -14,7 +14,7 @@ from . import error_estimate
 from .errors import PbsensError
 from .kernels import codes
 from .result import BRANCH_NAMES, SensitivityResult
-from .solve import Trajectory, check_t_eval, merge_grid, solve_states
+from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
 
 __all__ = ["sensitivities", "METHODS"]
 
@@ -132,7 +132,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         exactly equal, which leaves the result unchanged.)
     estimate_error : bool
         Fill ``error_estimate`` (and ``error_estimate_params``): an estimate of
-        ``E_k`` (METHOD.md sections 7 and 10) by step doubling on the same trajectory,
+        ``E_k`` (METHOD.md sections 7 and 11) by step doubling on the same trajectory,
         one more march on the grid with every interval bisected (states there from
         the dense output, or cubic Hermite interpolation). Default True.
     sens_rtol, sens_atol : float, optional

@@ -62,6 +62,8 @@ class Model:
         self._p = np.array(p, dtype=np.float64)
         self._user_fns = user_fns  # (rhs, jac_x, jac_p) dispatchers, or None: built on demand
         self._x0 = self.initial_state(self._p)
+        if self.events:
+            self.discontinuities   # noqa: B018 - an event the solver cannot execute fails at load, not mid-solve
 
     # ----------------------------------------------------------------- sizes
     @property
@@ -106,6 +108,41 @@ class Model:
     def jac_p(self):
         """``B(t, x, p) = df/dp -> (nx, np)``, a numba dispatcher."""
         return self._dispatchers()[2]
+
+    # ------------------------------------------------- discontinuities in time
+    @property
+    def events(self) -> tuple:
+        """The model's time-triggered events (:class:`pbsens.model.spec.Event`, plain data)."""
+        return tuple(getattr(self.spec, "events", ()) or ())
+
+    @property
+    def discontinuities(self):
+        """Breakpoints and events as callables (:mod:`pbsens.model.discontinuities`), built on first use.
+
+        Derived with sympy once per model and cached on disk next to the compiled
+        model; a warm process imports the cached module.
+        """
+        d = self.__dict__.get("_discontinuities")
+        if d is None:
+            from . import discontinuities
+            d = self.__dict__["_discontinuities"] = discontinuities.load(self.spec)
+        return d
+
+    def breakpoints(self, p=None) -> np.ndarray:
+        """Times where a ``piecewise`` input of the right-hand side switches, for parameters ``p``.
+
+        Sorted, without repeats: the roots in ``t`` of the time comparisons inside
+        ``piecewise``/``heaviside`` (see :mod:`pbsens.model.discontinuities`). A
+        solver must stop at these times, never step across them.
+        """
+        p = self.check_p(p)
+        tau, _ = self.discontinuities.breakpoints(p)
+        return np.unique(tau)
+
+    def event_times(self, p=None) -> np.ndarray:
+        """Times of the model's events for parameters ``p`` (in the order of :attr:`events`)."""
+        p = self.check_p(p)
+        return self.discontinuities.event_times(p)[0]
 
     # ------------------------------------------------------------- helpers
     def initial_state(self, p=None) -> np.ndarray:

@@ -12,6 +12,8 @@ A model is plain data: names, numbers and expression strings. The JSON format
       "definitions": [{"name": "g", "expression": "-8/7*x1 + 4/63*x1**3"}, ...],
       "odes": [{"state": "x1", "rhs": "p1*(x2 - x1 - g)"}, ...],
       "outputs": [{"name": "y1", "expression": "x1 + x2"}, ...],   # optional observables
+      "events": [{"name": "dose", "time": "t_dose",                 # optional, time-triggered
+                  "assignments": {"x1": "x1 + D"}}, ...],
       ... any other keys (experiments, solver_tolerances, notes) are kept in ``meta``
     }
 
@@ -24,6 +26,13 @@ Rules, checked by :func:`ModelSpec.validate`:
 * definitions are evaluated in order: each may use the time, states, parameters
   and *earlier* definitions;
 * there is exactly one right-hand side per state;
+* an event fires once, when the time reaches ``time`` (an expression of
+  parameters, and of definitions that use only parameters), and then sets each
+  state it names to the value of its expression (of the time, the states and
+  the parameters just before the event). ``initial_value`` (default true, as
+  SBML's trigger attribute) says whether the trigger counts as already true
+  before the start: an event whose time is at or before the start time fires at
+  the start only when ``initial_value`` is false;
 * expressions use ``+ - * / **`` (``^`` is read as power), parentheses, numbers,
   the functions listed in :data:`pbsens.model.symbolic.FUNCTIONS`, comparisons,
   ``and``/``or``/``not`` and ``piecewise(value1, condition1, ..., otherwise)``.
@@ -41,7 +50,7 @@ from numbers import Real
 
 from ..errors import ModelError
 
-__all__ = ["ModelSpec", "Quantity", "Definition", "read_json_model"]
+__all__ = ["ModelSpec", "Quantity", "Definition", "Event", "read_json_model"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,30 @@ class Definition:
     expression: str
 
 
+@dataclass(frozen=True)
+class Event:
+    """A time-triggered event: at ``time`` (an expression of parameters) set states.
+
+    ``assignments`` maps state names to expressions of the time, the states and
+    the parameters, all evaluated just before the event (SBML's delay-free
+    event with ``useValuesFromTriggerTime``). ``initial_value`` is the trigger's
+    value before the start (SBML's ``initialValue``): with ``True`` an event
+    whose time is at or before the start time never fires; with ``False`` it
+    fires at the start.
+    """
+
+    name: str
+    time: str
+    assignments: dict
+    initial_value: bool = True
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "time": self.time, "assignments": dict(self.assignments)}
+        if not self.initial_value:
+            d["initial_value"] = False
+        return d
+
+
 @dataclass
 class ModelSpec:
     """Validated plain-data description of an ODE model ``x' = f(t, x, p)``."""
@@ -76,6 +109,7 @@ class ModelSpec:
     time: str = "t"
     title: str = ""
     meta: dict = field(default_factory=dict)
+    events: tuple = ()
 
     # ------------------------------------------------------------------ views
     @property
@@ -134,6 +168,29 @@ class ModelSpec:
         missing = [s for s in self.state_names if s not in self.odes]
         if missing:
             raise ModelError(f"{where}: no right-hand side ('odes') for state(s) {', '.join(missing)}")
+        if not isinstance(self.events, tuple):
+            self.events = tuple(self.events)
+        event_names = set()
+        for ev in self.events:
+            if not isinstance(ev, Event):
+                raise ModelError(f"{where}: every entry of 'events' must be an Event, got {ev!r}")
+            if not isinstance(ev.name, str) or not ev.name:
+                raise ModelError(f"{where}: an event has no name: {ev!r}")
+            if ev.name in event_names:
+                raise ModelError(f"{where}: event name {ev.name!r} is used twice")
+            event_names.add(ev.name)
+            _check_expression(ev.time, f"{where}: time of event {ev.name!r}")
+            if not isinstance(ev.assignments, dict) or not ev.assignments:
+                raise ModelError(f"{where}: event {ev.name!r} needs a non-empty 'assignments' object "
+                                 "{state: expression}")
+            for target, expr in ev.assignments.items():
+                if target not in names:
+                    raise ModelError(f"{where}: event {ev.name!r} assigns {target!r}, which is not a state "
+                                     "(events may only set states)")
+                _check_expression(expr, f"{where}: assignment to {target!r} of event {ev.name!r}")
+            if not isinstance(ev.initial_value, bool):
+                raise ModelError(f"{where}: 'initial_value' of event {ev.name!r} must be true or false, "
+                                 f"got {ev.initial_value!r}")
         return self
 
     # ------------------------------------------------------------ (de)serialise
@@ -155,6 +212,7 @@ class ModelSpec:
                     for d in _list(data.pop("definitions", []), "definitions", source)]
             outs = [Definition(_req(d, "name", source, "outputs"), _req(d, "expression", source, "outputs"))
                     for d in _list(data.pop("outputs", []), "outputs", source)]
+            events = tuple(_event(e, source) for e in _list(data.pop("events", []), "events", source))
             odes_raw = data.pop("odes")
             if isinstance(odes_raw, dict):
                 odes = dict(odes_raw)
@@ -169,7 +227,8 @@ class ModelSpec:
             raise ModelError(f"{source}: malformed model: {exc}") from None
         name = data.pop("name")
         spec = cls(name=name, states=states, parameters=params, odes=odes, definitions=defs,
-                   outputs=outs, time=data.pop("time", "t"), title=data.pop("title", ""), meta=data)
+                   outputs=outs, time=data.pop("time", "t"), title=data.pop("title", ""), meta=data,
+                   events=events)
         return spec.validate()
 
     def to_dict(self) -> dict:
@@ -184,6 +243,8 @@ class ModelSpec:
         d["odes"] = [{"state": s, "rhs": self.odes[s]} for s in self.state_names]
         if self.outputs:
             d["outputs"] = [{"name": x.name, "expression": x.expression} for x in self.outputs]
+        if self.events:
+            d["events"] = [e.to_dict() for e in self.events]
         d.update(copy.deepcopy(self.meta))
         return d
 
@@ -197,6 +258,11 @@ class ModelSpec:
             "odes": [[s, self.odes[s]] for s in self.state_names],
             "outputs": [[x.name, x.expression] for x in self.outputs],
         }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    def discontinuities_key(self) -> str:
+        """SHA-256 of the equations and the events (the code of :mod:`pbsens.model.discontinuities`)."""
+        payload = [self.equations_key(), [e.to_dict() for e in self.events]]
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -230,6 +296,19 @@ def _req(entry, key, source, section):
     if key not in entry:
         raise ModelError(f"{source}: an entry of {section!r} lacks {key!r}: {entry!r}")
     return entry[key]
+
+
+def _event(entry, source):
+    name = _req(entry, "name", source, "events")
+    unknown = set(entry) - {"name", "time", "assignments", "initial_value"}
+    if unknown:
+        raise ModelError(f"{source}: event {name!r} has unknown key(s) {sorted(unknown)}; allowed: name, time, "
+                         "assignments, initial_value")
+    assignments = _req(entry, "assignments", source, "events")
+    if not isinstance(assignments, dict):
+        raise ModelError(f"{source}: 'assignments' of event {name!r} must be an object {{state: expression}}")
+    return Event(name=name, time=_req(entry, "time", source, "events"), assignments=dict(assignments),
+                 initial_value=entry.get("initial_value", True))
 
 
 def _check_expression(expr, where):

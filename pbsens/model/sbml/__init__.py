@@ -16,7 +16,7 @@ Where each part lives
 ``compartments``       compartments, species amounts vs concentrations, conversion
 ``reactions``          participants, stoichiometry, species right-hand sides
 ``names``              SBML ids -> spec names, time name, local parameters
-``events``             SBML events (none supported yet: the seam where they go)
+``events``             time-triggered SBML events -> spec events
 ``annotation``         the pbsens annotation (name, time, outputs, meta)
 ``document``           libsbml import, status codes, error logs
 ``write``              :func:`to_sbml`
@@ -72,8 +72,14 @@ How SBML maps onto a spec
   ``pi`` get a trailing ``_``; ``meta["sbml_names"]`` maps SBML id -> spec name
   for every renamed element.
 
+* **Events** triggered by the time (``time >= c``, ``c`` an expression of
+  parameters), without delay or priority, become the spec's events
+  (:class:`~pbsens.model.spec.Event`); the species and parameters they set
+  become states (see :mod:`.events`).
+
 Unsupported constructs raise one :class:`UnsupportedModelError` listing every
-occurrence as ``(kind, id)``: events, algebraic rules, ``delay``, ``rateOf``,
+occurrence as ``(kind, id)``: events triggered by states or with a delay or
+priority, algebraic rules, ``delay``, ``rateOf``,
 fast reactions, stoichiometry math or species references changed by rules
 (variable stoichiometry), compartments changed by rules (non-constant
 compartments), reactions without a kinetic law, math without a dialect

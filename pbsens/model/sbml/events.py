@@ -1,53 +1,197 @@
-"""SBML events: where ``<event>`` elements enter the reader. Today none is supported.
+"""SBML events: time-triggered events with state assignments become :class:`~pbsens.model.spec.Event`.
+
+Supported: an event without ``<delay>`` and without ``<priority>`` whose
+trigger compares the time with an expression ``c`` that uses neither the time
+nor anything the model changes (states, species, reactions, rate-ruled
+symbols): ``time >= c``, ``time > c``, ``c <= time``, ``c < time`` (MathML
+``geq``/``gt``/``leq``/``lt``, also written ``geq(time, c)``). ``c`` may be a
+number, a parameter or an expression of parameters, so the event time may be
+estimated. The event fires when the time reaches ``c`` (for ``>`` as for
+``>=``: the time at which the trigger becomes true is ``c`` either way), once,
+since the time never decreases again. Its assignments set species or
+parameters; a species or parameter that an event sets becomes a state (with
+right-hand side 0 when nothing else changes it). ``persistent`` and
+``useValuesFromTriggerTime`` make no difference without a delay;
+``initialValue`` (SBML Level 3; Level 2 behaves as ``true``) decides whether an
+event whose time is at or before the start fires at the start (see
+:class:`~pbsens.model.spec.Event`).
+
+Anything else raises :class:`UnsupportedModelError` naming the event and what
+is unsupported: a state-triggered event (``"state-triggered event"``), a
+trigger of another form (``"event trigger"``), a delay (``"event delay"``), a
+priority (``"event priority"``), an assignment to a compartment or a species
+reference (``"event assignment"``).
 
 The reader calls this module twice:
 
 1. :func:`scan_events` from :meth:`SbmlReader.scan`, before anything is
    translated, so that unsupported events are listed in the one
-   :class:`UnsupportedModelError` that names every unsupported construct
-   (``("event", id)``). It asks :func:`event_unsupported` about each event.
+   :class:`UnsupportedModelError` that names every unsupported construct.
 2. :func:`read_events` from :meth:`SbmlReader.build`, once spec names, the
-   time name and the sensitivity parameters are known (``ctx.convert(math,
-   where)`` then gives any math as dialect text in spec names), and before the
-   spec is assembled. It returns one entry per event, in document order,
-   from :func:`read_event`.
-
-Today :func:`event_unsupported` reports every event, so :func:`read_events`
-is never reached with an event; :func:`read_event` raises for any event all the
-same, so nothing is ever dropped silently. Supporting a kind of event means:
-:func:`event_unsupported` returns None for it, :func:`read_event` translates
-it, and the reader puts the returned entries into the spec.
+   time name and the sensitivity parameters are known; it returns one
+   :class:`~pbsens.model.spec.Event` per event, in document order.
+   :func:`event_targets` tells the reader beforehand which symbols events set
+   (they must be states).
 """
 from __future__ import annotations
 
 from ...errors import UnsupportedModelError
+from ..spec import Event
 from .document import element_id
+
+__all__ = ["event_unsupported", "scan_events", "read_event", "read_events", "event_targets"]
+
+
+def _trigger_time_node(event, L):
+    """The math node of ``c`` in a ``time >= c``-style trigger, or None when the trigger is not of that form."""
+    trig = event.getTrigger()
+    node = trig.getMath() if trig is not None else None
+    if node is None or node.getNumChildren() != 2:
+        return None
+    a, b = node.getChild(0), node.getChild(1)
+    t = node.getType()
+    if t in (L.AST_RELATIONAL_GEQ, L.AST_RELATIONAL_GT) and a.getType() == L.AST_NAME_TIME:
+        c = b
+    elif t in (L.AST_RELATIONAL_LEQ, L.AST_RELATIONAL_LT) and b.getType() == L.AST_NAME_TIME:
+        c = a
+    else:
+        return None
+    return None if _uses_time(c, L) else c
+
+
+def _uses_time(node, L):
+    if node.getType() == L.AST_NAME_TIME:
+        return True
+    return any(_uses_time(node.getChild(i), L) for i in range(node.getNumChildren()))
+
+
+def _names(node, L, out):
+    if node.getType() == L.AST_NAME:
+        out.add(node.getName())
+    for i in range(node.getNumChildren()):
+        _names(node.getChild(i), L, out)
+    return out
+
+
+def _changing_symbols(model):
+    """Ids whose value the model changes over time: species changed by reactions or rules, rate-ruled symbols,
+    reactions, and whatever an assignment rule computes from those (transitively)."""
+    changing = set()
+    for i in range(model.getNumReactions()):
+        r = model.getReaction(i)
+        changing.add(r.getId())
+        for lst in (r.getListOfReactants(), r.getListOfProducts()):
+            for j in range(lst.size()):
+                sp = model.getSpecies(lst.get(j).getSpecies())
+                if sp is not None and not sp.getBoundaryCondition() and not sp.getConstant():
+                    changing.add(sp.getId())
+    rules = [model.getRule(i) for i in range(model.getNumRules())]
+    for rule in rules:
+        if rule.isRate():
+            changing.add(rule.getVariable())
+    for i in range(model.getNumEvents()):
+        ev = model.getEvent(i)
+        for j in range(ev.getNumEventAssignments()):
+            changing.add(ev.getEventAssignment(j).getVariable())
+    return changing, rules
+
+
+def _depends_on_changing(node, L, model):
+    """Names in ``node`` that change over time (following assignment rules)."""
+    changing, rules = _changing_symbols(model)
+    assign = {r.getVariable(): r.getMath() for r in rules if r.isAssignment() and r.getMath() is not None}
+    seen, found = set(), []
+
+    def visit(names):
+        for n in sorted(names):
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in changing:
+                found.append(n)
+            elif n in assign:
+                visit(_names(assign[n], L, set()))
+
+    visit(_names(node, L, set()))
+    return found
 
 
 def event_unsupported(event, index, ctx):
-    """Why ``event`` cannot be represented (an ``unsupported`` kind), or None when it can.
-
-    Today: ``"event"`` for every event.
-    """
-    return "event"
+    """Why ``event`` cannot be represented (an ``unsupported`` kind), or None when it can."""
+    L, m = ctx.L, ctx.m
+    if event.isSetDelay() and event.getDelay() is not None and event.getDelay().getMath() is not None:
+        return "event delay"
+    if hasattr(event, "isSetPriority") and event.isSetPriority():
+        return "event priority"
+    trig = event.getTrigger()
+    node = trig.getMath() if trig is not None else None
+    if node is None:
+        return "event trigger"
+    c = _trigger_time_node(event, L)
+    if c is None:
+        changing = _depends_on_changing(node, L, m)
+        return "state-triggered event" if changing else "event trigger"
+    if _depends_on_changing(c, L, m):
+        return "state-triggered event"
+    comps = {m.getCompartment(i).getId() for i in range(m.getNumCompartments())}
+    for j in range(event.getNumEventAssignments()):
+        var = event.getEventAssignment(j).getVariable()
+        if var in comps or (m.getSpecies(var) is None and m.getParameter(var) is None):
+            return "event assignment"
+    return None
 
 
 def scan_events(model, ctx):
-    """Report every unsupported event of ``model`` with ``ctx.add_unsupported(kind, id)``."""
+    """Report every unsupported event of ``model`` with ``ctx.add_unsupported(kind, id)``,
+    and scan the math of the supported ones."""
     for i in range(model.getNumEvents()):
         ev = model.getEvent(i)
+        eid = element_id(ev, "event", i)
         kind = event_unsupported(ev, i, ctx)
         if kind:
-            ctx.add_unsupported(kind, element_id(ev, "event", i))
+            ctx.add_unsupported(kind, eid)
+            continue
+        ctx.scan_math(ev.getTrigger().getMath(), eid)
+        for j in range(ev.getNumEventAssignments()):
+            ctx.scan_math(ev.getEventAssignment(j).getMath(), eid)
+
+
+def event_targets(model) -> list:
+    """SBML ids that the events of ``model`` set, in document order, without repeats."""
+    out = []
+    for i in range(model.getNumEvents()):
+        ev = model.getEvent(i)
+        for j in range(ev.getNumEventAssignments()):
+            var = ev.getEventAssignment(j).getVariable()
+            if var not in out:
+                out.append(var)
+    return out
 
 
 def read_event(event, index, ctx):
-    """One SBML event in spec terms. Today: raises :class:`UnsupportedModelError` naming it."""
+    """One SBML event as a :class:`~pbsens.model.spec.Event` (spec names, dialect math)."""
     eid = element_id(event, "event", index)
-    raise UnsupportedModelError(f"{ctx.src}: event {eid!r} cannot be represented: pbsens does not "
-                                f"support SBML events yet", [("event", eid)])
+    kind = event_unsupported(event, index, ctx)
+    if kind:       # scan() has reported it already; never drop an event silently
+        raise UnsupportedModelError(f"{ctx.src}: event {eid!r} cannot be represented ({kind})", [(kind, eid)])
+    c = _trigger_time_node(event, ctx.L)
+    where = f"event {eid!r}"
+    time_text = ctx.convert(c, f"trigger of {where}")
+    assignments = {}
+    for j in range(event.getNumEventAssignments()):
+        ea = event.getEventAssignment(j)
+        var = ea.getVariable()
+        if ea.getMath() is None:
+            raise UnsupportedModelError(f"{ctx.src}: {where} assigns {var!r} without math",
+                                        [("event assignment", eid)])
+        assignments[ctx.names[var]] = ctx.convert(ea.getMath(), f"assignment to {var!r} of {where}")
+    trig = event.getTrigger()
+    initial = bool(trig.getInitialValue()) if ctx.m.getLevel() >= 3 else True
+    return Event(name=eid, time=time_text, assignments=assignments, initial_value=initial)
 
 
 def read_events(model, ctx) -> tuple:
     """Every event of ``model`` in spec terms, in document order (``()`` when there is none)."""
-    return tuple(read_event(model.getEvent(i), i, ctx) for i in range(model.getNumEvents()))
+    events = (read_event(model.getEvent(i), i, ctx) for i in range(model.getNumEvents())
+              if model.getEvent(i).getNumEventAssignments())      # an event that sets nothing changes nothing
+    return tuple(events)

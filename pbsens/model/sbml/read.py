@@ -31,7 +31,7 @@ from ..spec import Definition, ModelSpec, Quantity
 from .annotation import read_annotation
 from .compartments import compartment_sizes
 from .document import check_consistency, element_id, load_libsbml, raise_on_errors
-from .events import read_events, scan_events
+from .events import event_targets, read_events, scan_events
 from .mathml import P_ATOM, P_OR, MathToDialect, read_function_definitions
 from .names import choose_time_name, promote_local_parameters, spec_names
 from .reactions import reaction_participants, scan_reactions, species_rhs, stoichiometry
@@ -187,6 +187,8 @@ class SbmlReader:
                     changed.add(sid)
         states = [s for s in species if s in rate or (s in changed and s not in assign)]
         states += [p for p in params if p in rate]
+        # symbols that events set are states too (right-hand side 0 unless something else changes them)
+        states += [x for x in event_targets(m) if x not in states and (x in species or x in params)]
         state_set = set(states)
 
         # ---- names
@@ -292,10 +294,12 @@ class SbmlReader:
         for ident in states:
             if ident in rate:
                 odes[names[ident]] = self.convert(rate[ident], f"rate rule for {ident!r}")
+            elif ident not in changed:      # set only by events
+                odes[names[ident]] = "0"
             else:
                 odes[names[ident]] = species_rhs(self, ident, participants)
 
-        # ---- events: read_events raises for any event today (scan() has reported each already)
+        # ---- events (time-triggered; scan() has reported every other kind already)
         self.events = read_events(m, self)
 
         # ---- outputs (marked by to_sbml's annotation) and unused compartments
@@ -337,7 +341,8 @@ class SbmlReader:
         name = annotation.get("name") or m.getId() or m.getName() or os.path.splitext(os.path.basename(self.path))[0]
         title = annotation.get("title", m.getName() if m.isSetName() else "")
         spec = ModelSpec(name=name, states=spec_states, parameters=spec_params, odes=odes,
-                         definitions=definitions, outputs=outputs, time=time_name, title=title, meta=meta)
+                         definitions=definitions, outputs=outputs, time=time_name, title=title, meta=meta,
+                         events=self.events)
         return spec.validate()
 
     # ----------------------------------------------------------- helpers

@@ -21,7 +21,8 @@ def to_sbml(model_or_spec, path):
     ``boundaryCondition="false"``) driven by a rate rule; parameters are constant
     parameters; definitions and outputs are non-constant parameters set by
     assignment rules; a state whose initial value is an expression gets an
-    initial assignment. The model annotation (namespace :data:`~pbsens.model.sbml.annotation.PBSENS_NS`)
+    initial assignment; each event is an SBML event triggered by
+    ``time >= (its time)``. The model annotation (namespace :data:`~pbsens.model.sbml.annotation.PBSENS_NS`)
     records the time name, which assignment rules are outputs, the spec's name,
     title and ``meta``, so :func:`read_sbml` gives back the same spec (with
     extra ``meta`` entries).
@@ -113,6 +114,28 @@ def to_sbml(model_or_spec, path):
         r.setVariable(s.name)
         check_status(r.setMath(math_of(spec.odes[s.name], f"right-hand side of {s.name!r}")), L,
                f"{where}: right-hand side of {s.name!r}")
+
+    taken = set(all_names) | {spec.time, comp, mid}
+    for ev in spec.events:
+        eid = re.sub(r"\W", "_", ev.name, flags=re.ASCII)
+        if not re.match(r"[A-Za-z_]", eid):
+            eid = "e_" + eid
+        while eid in taken:
+            eid += "_"
+        taken.add(eid)
+        e = m.createEvent()
+        e.setId(eid)
+        e.setUseValuesFromTriggerTime(True)
+        trig = e.createTrigger()
+        trig.setInitialValue(bool(ev.initial_value))
+        trig.setPersistent(True)
+        what = f"trigger of event {ev.name!r}"
+        check_status(trig.setMath(math_of(f"{spec.time} >= ({ev.time})", what)), L, f"{where}: {what}")
+        for target, expr in ev.assignments.items():
+            ea = e.createEventAssignment()
+            ea.setVariable(target)
+            what = f"assignment to {target!r} of event {ev.name!r}"
+            check_status(ea.setMath(math_of(expr, what)), L, f"{where}: {what}")
 
     ann = L.XMLNode.convertStringToXMLNode(annotation_xml(spec))
     if ann is None or m.setAnnotation(ann) != L.LIBSBML_OPERATION_SUCCESS:

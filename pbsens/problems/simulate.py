@@ -1,0 +1,355 @@
+"""Simulation of one experiment: states and sensitivities at output times, across events.
+
+:func:`simulate` integrates a model from ``t0`` to the last output time and
+stops exactly at every time where the model is discontinuous
+(:mod:`pbsens.model.discontinuities`):
+
+* at a **breakpoint** ``tau(p)`` of a piecewise input the state is continuous
+  but the right-hand side switches from ``f_-`` to ``f_+``; when ``tau``
+  depends on ``p`` the sensitivities jump by ``S_+ = S_- + (f_- - f_+) dtau/dp``;
+* at an **event** ``tau(p)`` with assignments ``x_+ = g(t, x_-, p)``::
+
+      S_+ = G_x S_- + G_p + (G_x f_- - f_+ + G_t) dtau/dp,
+
+  ``G_x = dg/dx``, ``G_p = dg/dp``, ``G_t = dg/dt``, ``f_-`` the right-hand
+  side before the event and ``f_+`` after it (the last term vanishes when the
+  event time does not depend on ``p``).
+
+The solve is split into segments between these stops; each segment is an
+ordinary state solve (:func:`pbsens.solve_states`) followed by post-hoc
+sensitivities (:func:`pbsens.sensitivities`, starting from the jumped ``S``),
+or one forward-sensitivity solve (:func:`pbsens.forward_sensitivities`) for
+``method="fs"``. A segment ends a few units in the last place short of its
+stop and the next one starts just after it (``64 eps max(1, |tau|)``), so that
+no solver and no Jacobian of the post-hoc march ever evaluates ``f`` on the
+wrong side of a switch (at ``t = tau`` itself a ``t >= tau`` comparison
+already takes the new branch). The shift changes states by ``|f| 1e-14 tau``.
+
+Conventions
+-----------
+* ``t_eval`` is sorted ascending; repeated times are allowed (each gets its own
+  row, with identical values). It may end with one or more ``inf``: the steady
+  state reached from the state at the last finite time (or at ``t0``),
+  computed by :func:`pbsens.problems.steady_state.steady_state` (events and
+  breakpoints after the last finite time are not applied on the way there).
+* An output at the time of an event reports the state **after** the event
+  (right-continuous, like ``t >= tau``); so does its sensitivity. An output at
+  a breakpoint or event whose time depends on ``p`` is not differentiable in
+  that parameter there: ``S`` is then the one-sided derivative with the jump
+  applied (the limit of the outputs just after the stop).
+* An event fires when the time reaches its trigger time ``tau`` with
+  ``t0 < tau <= t_last``, ``t_last`` the last finite output time. An event
+  with ``tau <= t0`` fires at ``t0`` only when its trigger's ``initial_value``
+  is false (SBML: the trigger must change from false to true); its time then
+  does not enter the sensitivities.
+* Several events at the same time are executed one after the other in the
+  model's order, each from the state the previous one left.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import PbsensError, SolverError
+from .steady_state import steady_state
+
+__all__ = ["simulate", "Simulation", "SENSITIVITY_OPTIONS"]
+
+#: Options of :func:`pbsens.sensitivities` that ``simulate(**options)`` passes on to it.
+SENSITIVITY_OPTIONS = ("n_factor", "n_max", "eq_tol", "norm", "interpolation", "reuse_tol")
+#: Options of :func:`pbsens.forward_sensitivities` (beyond the solver's) for ``method="fs"``.
+FORWARD_OPTIONS = ("jacobian",)
+_SHIFT = 64 * np.finfo(float).eps
+
+
+@dataclass
+class Simulation:
+    """States and sensitivities of one simulation at the output times.
+
+    Attributes
+    ----------
+    t : ndarray (K,)
+        The output times as requested (``inf`` for steady-state outputs).
+    x : ndarray (K, nx)
+    S : ndarray (K, nx, np) or None
+        ``S[k, i, j] = dx_i(t_k)/dp_j`` over all model parameters; ``None``
+        with ``sensitivities=False``.
+    p : ndarray
+        Parameters used.
+    method : str
+        Sensitivity method (``"fs"`` or a post-hoc method).
+    events : list of (str, float)
+        Events executed, with their times.
+    breakpoints : ndarray
+        Breakpoint times stopped at.
+    steady_state : dict or None
+        For ``inf`` outputs: what :func:`steady_state` reported (``strategy``,
+        ``time``, ``wrms``, ``conservation_laws``).
+    segments : list of (float, float)
+        The spans integrated, in order (each ends just short of a stop and the
+        next starts just after it).
+    timings : dict
+        Seconds: ``"segments"`` (all solves), ``"steady_state"``, ``"total"``.
+    """
+
+    t: np.ndarray
+    x: np.ndarray
+    S: np.ndarray | None
+    p: np.ndarray
+    method: str
+    events: list = field(default_factory=list)
+    breakpoints: np.ndarray = field(default_factory=lambda: np.empty(0))
+    steady_state: dict | None = None
+    segments: list = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+
+    def __repr__(self):
+        K, nx = self.x.shape
+        s = "" if self.S is None else f", S {self.S.shape}"
+        return f"<Simulation {self.method!r}: {K} times, {nx} states{s}, {len(self.events)} events>"
+
+
+def _check_t_eval(t_eval, t0):
+    try:
+        te = np.array(t_eval, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise PbsensError(f"'t_eval' must be an array of times, got {t_eval!r}") from None
+    if te.size == 0:
+        raise PbsensError("'t_eval' is empty")
+    if np.any(np.isnan(te)) or np.any(te == -np.inf):
+        raise PbsensError("'t_eval' contains NaN or -inf")
+    if np.any(np.diff(te) < 0):
+        raise PbsensError("'t_eval' must be sorted ascending (repeated times are allowed)")
+    if te[0] < t0:
+        raise PbsensError(f"'t_eval' starts at {te[0]}, before the start time t0 = {t0}")
+    return te
+
+
+def _check_S0(S0, nx, np_):
+    try:
+        S = np.array(S0, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise PbsensError("'S0' must be a numeric array of shape (n_states, n_params)") from None
+    if S.shape != (nx, np_):
+        raise PbsensError(f"'S0' must have shape (n_states, n_params) = ({nx}, {np_}), got {S.shape}")
+    if not np.all(np.isfinite(S)):
+        raise PbsensError("'S0' contains NaN or inf")
+    return S
+
+
+def _stops(model, p, t0, t_last):
+    """Sorted list of ``(time, breakpoints [(dtau)], events [(k, dtau)])`` after ``t0``; events at ``t0``;
+    whether a breakpoint sits at ``t0``."""
+    disc = model.discontinuities
+    tb, dtb = disc.breakpoints(p)
+    te, dte = disc.event_times(p)
+    if not (np.all(np.isfinite(tb)) and np.all(np.isfinite(te))):
+        raise PbsensError(f"model {model.name!r}: a breakpoint or event time is NaN or inf for these parameters")
+    stops = {}
+    at_start = []
+    for b in range(tb.size):
+        if t0 < tb[b] <= t_last:
+            stops.setdefault(float(tb[b]), ([], []))[0].append(dtb[b])
+    start_shift = bool(np.any(tb == t0))
+    for k in range(te.size):
+        if t0 < te[k] <= t_last:
+            stops.setdefault(float(te[k]), ([], []))[1].append((k, dte[k]))
+        elif te[k] <= t0 and not disc.event_initial_values[k]:
+            at_start.append(k)
+    return [(tau, *stops[tau]) for tau in sorted(stops)], at_start, start_shift
+
+
+def _apply_event(model, k, tau, x, S, p, dtau, t_after):
+    disc = model.discontinuities
+    xn, Gx, Gp, Gt = disc.apply_event(k, tau, x, p)
+    if not np.all(np.isfinite(xn)):
+        raise PbsensError(f"model {model.name!r}: event {disc.event_names[k]!r} at t = {tau:.6g} sets a state to "
+                          "NaN or inf")
+    if S is not None:
+        Sn = Gx @ S + Gp
+        if dtau is not None and np.any(dtau != 0):
+            f_minus = model.rhs(t_after, x, p)
+            f_plus = model.rhs(t_after, xn, p)
+            Sn += np.outer(Gx @ f_minus - f_plus + Gt, dtau)
+        if not np.all(np.isfinite(Sn)):
+            raise PbsensError(f"model {model.name!r}: the sensitivities after event {disc.event_names[k]!r} at "
+                              f"t = {tau:.6g} are NaN or inf")
+        S = Sn
+    return xn, S
+
+
+def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts):
+    """Integrate ``[a, b]``; return (x at outs (n, nx), S at outs or None, x(b), S(b))."""
+    from .. import forward_sensitivities, sensitivities, solve_states
+    times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
+    if method == "fs" and sens:
+        r = forward_sensitivities(model, (a, b), t_eval=times, p=p, x0=x, S0=S, method=solver or "BDF",
+                                  rtol=rtol, atol=atol, **fs_opts, **solver_opts)
+        X, SS = r.x, r.S
+    else:
+        interp = sens_opts.get("interpolation", "linear")
+        tr = solve_states(model, (a, b), t_eval=times, p=p, x0=x, method=solver or "LSODA", rtol=rtol, atol=atol,
+                          dense_output=interp == "dense", **solver_opts)
+        X = tr.x[tr.eval_index]
+        SS = None
+        if sens:
+            SS = sensitivities(model, tr, method=method, S0=S, **sens_opts).S
+    idx = np.searchsorted(times, np.clip(outs, a, b))
+    return X[idx], (SS[idx] if SS is not None else None), X[-1].copy(), (SS[-1].copy() if SS is not None else None)
+
+
+def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", sensitivities=True,
+             solver=None, rtol=1e-8, atol=1e-10, steady_state_options=None, **options) -> Simulation:
+    """States (and sensitivities) of ``model`` at ``t_eval``, stopping at events and breakpoints.
+
+    Parameters
+    ----------
+    model : Model
+    t_eval : array_like (K,)
+        Output times, sorted ascending, at or after ``t0``; repeats allowed; may
+        end with ``inf`` (steady state). See the module docstring.
+    p : array_like, optional
+        Parameters (default: the model's).
+    x0 : array_like, optional
+        State at ``t0`` (default ``model.initial_state(p)``).
+    S0 : array_like (nx, np), optional
+        ``dx0/dp`` (default ``model.initial_sensitivity(p)``; pass it when
+        ``x0`` comes from elsewhere, e.g. a preequilibration).
+    t0 : float
+        Start time.
+    method : str
+        ``"fs"`` (forward sensitivities) or a post-hoc method of
+        :func:`pbsens.sensitivities` (``"exp2"``, ``"pbsr"``, ``"pbsr2"``,
+        ``"exp"``, ``"pbs"``).
+    sensitivities : bool
+        Compute ``S`` (else ``Simulation.S`` is ``None``: states only).
+    solver : str, optional
+        The state solver (a name in ``pbsens.solvers.SOLVERS``): default ``"LSODA"`` for
+        the state solves of the post-hoc methods, ``"BDF"`` for ``"fs"``.
+    rtol, atol : float
+        Solver tolerances (of the states; of states and sensitivities for ``"fs"``).
+    steady_state_options : dict, optional
+        Keyword arguments of :func:`~pbsens.problems.steady_state.steady_state`
+        for ``inf`` outputs (``strategy``, ``rtol``, ``atol``, ``max_time``, ...).
+    **options
+        ``n_factor``, ``n_max``, ``eq_tol``, ``norm``, ``interpolation``,
+        ``reuse_tol`` go to :func:`pbsens.sensitivities`; ``jacobian`` to
+        :func:`pbsens.forward_sensitivities`; anything else to the solver
+        (``max_step``, ``first_step``, ...).
+
+    Returns
+    -------
+    Simulation
+        ``t`` (K,), ``x`` (K, nx), ``S`` (K, nx, np) or None, and what happened
+        (events executed, breakpoints, steady-state information).
+
+    Raises
+    ------
+    PbsensError
+        Bad arguments (named); :class:`~pbsens.errors.SolverError` when a solve fails.
+    UnsupportedModelError
+        The model has an event this function cannot execute (state-triggered).
+    """
+    t_start = time.perf_counter()
+    try:
+        t0 = float(t0)
+    except (TypeError, ValueError):
+        raise PbsensError(f"'t0' must be a number, got {t0!r}") from None
+    if not np.isfinite(t0):
+        raise PbsensError(f"'t0' must be finite, got {t0!r}")
+    te = _check_t_eval(t_eval, t0)
+    p = model.check_p(p)
+    nx, np_ = model.n_states, model.n_params
+    x = model.initial_state(p) if x0 is None else model.check_x(x0, "x0").copy()
+    sens = bool(sensitivities)
+    S = None
+    if sens:
+        S = model.initial_sensitivity(p) if S0 is None else _check_S0(S0, nx, np_)
+    if not isinstance(method, str):
+        raise PbsensError(f"'method' must be a string, got {method!r}")
+    if "params" in options:
+        raise PbsensError("'params': simulate computes the sensitivities to every model parameter "
+                          "(select columns of Simulation.S afterwards)")
+    sens_opts = {k: v for k, v in options.items() if k in SENSITIVITY_OPTIONS}
+    fs_opts = {k: v for k, v in options.items() if k in FORWARD_OPTIONS}
+    solver_opts = {k: v for k, v in options.items() if k not in SENSITIVITY_OPTIONS and k not in FORWARD_OPTIONS}
+    if method == "fs" and sens_opts:
+        raise PbsensError(f"options {sorted(sens_opts)} apply to the post-hoc methods, not to method='fs'")
+    if method != "fs" and fs_opts:
+        raise PbsensError(f"options {sorted(fs_opts)} apply to method='fs' only")
+
+    finite = te[np.isfinite(te)]
+    t_last = float(finite[-1]) if finite.size else t0
+    stops, at_start, start_shift = _stops(model, p, t0, t_last)
+    disc = model.discontinuities
+    fired = []
+    for k in at_start:
+        x, S = _apply_event(model, k, t0, x, S, p, None, t0)
+        fired.append((disc.event_names[k], t0))
+
+    X_out = np.empty((te.size, nx))
+    S_out = np.empty((te.size, nx, np_)) if sens else None
+    seg_time = 0.0
+    spans = []
+    cur = t0
+    cur_is_stop = start_shift
+    bounds = [(tau, tb, ev) for tau, tb, ev in stops]
+    if not bounds or bounds[-1][0] <= t_last:
+        bounds.append((t_last, None, None))
+    for tau, tb, ev in bounds:
+        final = tb is None
+        a = cur + _SHIFT * max(1.0, abs(cur)) if cur_is_stop else cur
+        if final:
+            b = tau
+            sel = np.flatnonzero((finite >= cur) & (finite <= tau))
+        else:
+            b = tau - _SHIFT * max(1.0, abs(tau))
+            sel = np.flatnonzero((finite >= cur) & (finite < tau))
+        if b > a:
+            t1 = time.perf_counter()
+            Xs, Ss, x, S_end = _segment(model, a, b, finite[sel], x, S, p, method, sens, solver, rtol, atol,
+                                        sens_opts, fs_opts, solver_opts)
+            seg_time += time.perf_counter() - t1
+            spans.append((a, b))
+            X_out[sel] = Xs
+            if sens:
+                S_out[sel] = Ss
+                S = S_end
+        else:
+            X_out[sel] = x
+            if sens:
+                S_out[sel] = S
+        if final:
+            break
+        # ---- jumps at tau: breakpoints, then events in the model's order
+        t_before = tau - _SHIFT * max(1.0, abs(tau))
+        t_after = tau + _SHIFT * max(1.0, abs(tau))
+        if sens and tb:
+            moving = [d for d in tb if np.any(d != 0)]
+            if moving:
+                if any(not np.array_equal(d, moving[0]) for d in moving[1:]) or len(moving) < len(tb):
+                    raise SolverError(f"model {model.name!r}: {len(tb)} breakpoints coincide at t = {tau:.6g} but "
+                                      "move differently with the parameters; the sensitivities are not defined "
+                                      "there (the solution is not differentiable in p)")
+                S = S + np.outer(model.rhs(t_before, x, p) - model.rhs(t_after, x, p), moving[0])
+        for k, dtau in ev or ():
+            x, S = _apply_event(model, k, tau, x, S, p, dtau, t_after)
+            fired.append((disc.event_names[k], tau))
+        cur, cur_is_stop = tau, True
+
+    ss_info = None
+    t_ss = 0.0
+    n_inf = te.size - finite.size
+    if n_inf:
+        t1 = time.perf_counter()
+        x_ss, S_ss, ss_info = steady_state(model, p, x, S if sens else None, sensitivities=sens, t=t_last,
+                                           return_info=True, **(steady_state_options or {}))
+        t_ss = time.perf_counter() - t1
+        X_out[finite.size:] = x_ss
+        if sens:
+            S_out[finite.size:] = S_ss
+    return Simulation(t=te, x=X_out, S=S_out, p=p, method=method, events=fired,
+                      breakpoints=np.array([s[0] for s in stops if s[1]]), steady_state=ss_info, segments=spans,
+                      timings={"segments": seg_time, "steady_state": t_ss, "total": time.perf_counter() - t_start})
