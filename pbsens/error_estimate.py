@@ -159,12 +159,24 @@ def refine_counts(t, S, S_fine, order, sens_rtol, sens_atol, max_split):
     return counts
 
 
-def tight_states(model, trajectory):
-    """The trajectory re-solved at ``rtol/10``, ``atol/10`` (same method, dense output)."""
-    from .solve import solve_states
-    return solve_states(model, (trajectory.t[0], trajectory.t[-1]), p=trajectory.p, x0=trajectory.x0,
-                        method=trajectory.method or "LSODA", rtol=trajectory.rtol / 10,
-                        atol=np.asarray(trajectory.atol) / 10, dense_output=True)
+def tight_states(model, trajectory, t_grid):
+    """The trajectory re-solved at ``rtol/10``, ``atol/10`` (same solver): ``(x, sol)``.
+
+    ``x``: states at the times ``t_grid`` (merged into the solve exactly); ``sol``: its
+    dense output, or None if the solver keeps none.
+    """
+    from .solvers import solve_states
+    tight = solve_states(model, (trajectory.t[0], trajectory.t[-1]), t_eval=t_grid, p=trajectory.p,
+                         x0=trajectory.x0, method=trajectory.method or "LSODA", rtol=trajectory.rtol / 10,
+                         atol=np.asarray(trajectory.atol) / 10, dense_output=True,
+                         tstops=getattr(trajectory, "tstops", None))
+    if tight.eval_index is not None and tight.x.ndim == 2 and tight.eval_index.size == t_grid.size \
+            and np.array_equal(tight.t[tight.eval_index], t_grid):
+        return np.ascontiguousarray(tight.x[tight.eval_index]), tight.sol
+    if tight.sol is not None:
+        return np.ascontiguousarray(np.asarray(tight.sol(t_grid)).T), tight.sol
+    from .errors import SolverError
+    raise SolverError(f"solver {trajectory.method!r} returned neither the states at t_eval nor a dense output")
 
 
 def state_part(S, S_tight):
