@@ -61,6 +61,9 @@ def quality(E, est, floor=1e-10):
 
 def run_case(label, model, tr, ref, methods, repeats):
     rows = []
+    span, p = (tr.t[0], tr.t[-1]), tr.p
+    c_states = median_time(lambda: pbsens.solve_states(model, span, p=p, rtol=1e-5, atol=1e-6), repeats)
+    print("%-28s state solve (rtol 1e-5): %.2f ms, %d grid points" % (label, c_states * 1e3, tr.t.size))
     for meth in methods:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AccuracyWarning)
@@ -94,6 +97,9 @@ def main():
     ap.add_argument("--models", nargs="*", default=list(SPANS))
     ap.add_argument("--methods", nargs="*", default=["exp", "exp2", "pbsr", "pbsr2"])
     ap.add_argument("--petab", nargs="*", default=[], help="PEtab problem folders (needs pbsens.petab)")
+    ap.add_argument("--sbml-petab", nargs="*", default=[],
+                    help="PEtab folders run without the PEtab layer: the SBML model at the parameter "
+                         "table's nominal values, span [0, last measurement time] (single-condition problems)")
     args = ap.parse_args()
     print(HEADER)
     for name in args.models:
@@ -102,6 +108,11 @@ def main():
         tr = pbsens.solve_states(m, span, rtol=1e-5, atol=1e-6)
         ref = pbsens.forward_sensitivities(m, span, t_eval=tr.t, method="Radau", rtol=1e-10, atol=1e-12)
         run_case(name, m, tr, ref, args.methods, args.repeats)
+    for folder in args.sbml_petab:
+        m, span, p = sbml_problem(folder)
+        tr = pbsens.solve_states(m, span, p=p, rtol=1e-5, atol=1e-6)
+        ref = pbsens.forward_sensitivities(m, span, t_eval=tr.t, p=p, method="Radau", rtol=1e-10, atol=1e-12)
+        run_case(os.path.basename(folder.rstrip("/")), m, tr, ref, args.methods, args.repeats)
     for folder in args.petab:
         try:
             from pbsens import petab as pp
@@ -116,6 +127,20 @@ def main():
             ref = pbsens.forward_sensitivities(m, span, t_eval=tr.t, p=p, method="Radau", rtol=1e-10,
                                                atol=1e-12)
             run_case(f"{os.path.basename(folder)}:{cond}", m, tr, ref, args.methods, args.repeats)
+
+
+def sbml_problem(folder):
+    """(model, t_span, p) of a single-condition PEtab folder: SBML model, nominal parameters."""
+    import glob
+
+    import pandas as pd
+    xml = sorted(glob.glob(os.path.join(folder, "model_*.xml")))[0]
+    m = pbsens.load_model(xml)
+    par = pd.read_csv(sorted(glob.glob(os.path.join(folder, "parameters_*.tsv")))[0], sep="\t")
+    nominal = dict(zip(par["parameterId"], par["nominalValue"]))
+    p = np.array([nominal.get(n, v) for n, v in zip(m.param_names, m.p)], dtype=float)
+    meas = pd.read_csv(sorted(glob.glob(os.path.join(folder, "measurementData_*.tsv")))[0], sep="\t")
+    return m, (0.0, float(meas["time"].max())), p
 
 
 def problem_conditions(problem):
