@@ -353,8 +353,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             if np.all(counts == 1):      # the per-interval shares are met; split where the total is not
                 bad = ~ok
                 counts[np.flatnonzero(bad[1:])] = 2
-            if t.size + int((counts - 1).sum()) > max_grid_factor * t_solver.size:
-                ok[:] = ok      # stated limit reached: keep this grid
+            if t.size + int((counts - 1).sum()) > max_grid_factor * t_solver.size:   # stated limit: keep this grid
                 break
             t_new, x_new, pos_new = error_estimate.midpoint_states(model, p, t, x, t_solver, x_solver, sol, counts)
             n_split += int((counts > 1).sum())
