@@ -785,6 +785,8 @@ def build_parser():
 _EXTENSIONS = []
 from . import cli_petab  # noqa: E402  (moves into the cli package at merge)
 _EXTENSIONS.append(cli_petab.add_parser)
+from . import cli_sample  # noqa: E402  (moves into the cli package at merge)
+_EXTENSIONS.append(cli_sample.add_parser)
 
 
 def main(argv=None):
