@@ -15,7 +15,6 @@ the group ``partial_chain_<k>``; the other chains form the posterior.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import sys
