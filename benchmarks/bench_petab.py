@@ -15,7 +15,7 @@ atol 1e-16).
 
 Run from the repository root::
 
-    python -m benchmarks.bench_petab [--repeats 5] [--problems Boehm_JProteomeRes2014 ...]
+    python benchmarks/bench_petab.py [--repeats 5] [--problems Boehm_JProteomeRes2014 ...]
 """
 from __future__ import annotations
 
@@ -108,8 +108,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--problems", nargs="*", default=PROBLEMS)
     args = ap.parse_args(argv)
-    print(f"| problem | method | state/joint solver tol (rtol, atol) | llh at nominal | llh [ms] | "
-          f"llh + gradient [ms] | gradient error vs FD (max-norm rel.) |")
+    print("| problem | method | state/joint solver tol (rtol, atol) | llh at nominal | llh [ms] | "
+          "llh + gradient [ms] | gradient error vs FD (max-norm rel.) |")
     print("|---|---|---|---|---|---|---|")
     for name in args.problems:
         rows, am, t_fd = bench(name, args.repeats)

@@ -106,13 +106,13 @@ def plot_fit(problem, result, path):
             col = colors(c_i % colors.N)
             ax.plot(t_plot[order], meas["measurement"].to_numpy(float)[m][order], "o", ms=4, color=col,
                     alpha=0.7)
-            ax.plot(t_plot[order], sim["simulation"].to_numpy(float)[m][order], "-", lw=1.4, color=col,
+            ax.plot(t_plot[order], sim["simulation"].to_numpy(float)[m][order], "-x", lw=1.4, ms=6, color=col,
                     label=c)
         ax.set_title(oid, fontsize=10)
         ax.set_xlabel("time")
         ax.grid(alpha=0.3)
         if i == 0:
-            ax.set_ylabel("measured (o) / simulated (-)")
+            ax.set_ylabel("measured (o) / simulated (x-)")
     for j in range(n, nrow * ncol):
         axes[j // ncol][j % ncol].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()

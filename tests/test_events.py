@@ -230,3 +230,62 @@ def test_bad_t_eval_is_named(switch_model):
         simulate(switch_model, [-1.0, 0.5])
     with pytest.raises(pbsens.PbsensError, match="'S0'"):
         simulate(switch_model, [1.0], S0=np.zeros((2, 2)))
+
+
+def test_model_with_events_pickles(dose_model):
+    import pickle
+    fresh = pbsens.load_model(os.path.join(SBML, "event_dose.xml"))   # (a used model holds bound kernels)
+    m2 = pickle.loads(pickle.dumps(fresh))
+    assert np.array_equal(m2.event_times(), dose_model.event_times())
+    r1 = simulate(dose_model, _TS, sensitivities=False)
+    r2 = simulate(m2, _TS, sensitivities=False)
+    assert np.array_equal(r1.x, r2.x)
+
+
+def test_time_dependent_assignment_and_time_term():
+    # x' = -k x, x(0) = 1; at td: x := x + D t  ->  x(t > td) = (exp(-k td) + D td) exp(-k (t - td))
+    m = _model({"name": "ev_time_assign", "states": [{"name": "x", "initial": 1.0}],
+                "parameters": [{"name": "k", "value": 0.4}, {"name": "D", "value": 0.6},
+                               {"name": "td", "value": 1.5}],
+                "odes": {"x": "-k*x"},
+                "events": [{"name": "ramp_dose", "time": "td", "assignments": {"x": "x + D*t"}}]})
+    k, D, td, t = sp.symbols("k D td t")
+    post = (sp.exp(-k * td) + D * td) * sp.exp(-k * (t - td))
+    sub = {k: 0.4, D: 0.6, td: 1.5, t: 3.0}
+    S_exact = np.array([float(sp.diff(post, s).subs(sub)) for s in (k, D, td)])
+    r = simulate(m, [0.0, 3.0], method="fs")
+    assert r.x[-1, 0] == pytest.approx(float(post.subs(sub)), rel=1e-8)
+    assert np.allclose(r.S[-1, 0], S_exact, rtol=1e-6, atol=1e-9)
+
+
+def test_only_steady_state_output(switch_model):
+    r = simulate(switch_model, [np.inf], method="fs")
+    k, a, c = switch_model.p
+    assert r.x[0, 0] == pytest.approx(a / k, rel=1e-9)
+    # x_ss = a/k: dx/dk = -a/k^2, dx/da = 1/k, dx/dc = 0
+    assert np.allclose(r.S[0, 0], [-a / k**2, 1 / k, 0.0], rtol=1e-7, atol=1e-10)
+
+
+def test_outputs_at_a_stop_that_is_the_last_time(dose_model, switch_model):
+    r = simulate(dose_model, [0.0, 2.0], method="fs")
+    X, S = _dose_exact(dose_model.p, [0.0, 2.0])
+    assert np.allclose(r.x[:, 0], X, rtol=1e-7)
+    assert np.abs(r.S[:, 0, :] - S).max() <= 1e-6 * np.abs(S).max()
+    r = simulate(switch_model, [0.0, 1.7], method="fs")
+    X, S = _switch_exact(switch_model.p, [0.0, 1.7])
+    assert np.allclose(r.x[:, 0], X, rtol=1e-7)
+    assert np.allclose(r.S[:, 0, :], S, rtol=1e-6, atol=1e-9)
+
+
+def test_event_without_assignments_is_dropped(tmp_path):
+    text = open(os.path.join(SBML, "event_dose.xml")).read()
+    start = text.index('<event id="rescale"')
+    end = text.index("</event>", start) + len("</event>")
+    marker = ('<event id="marker" useValuesFromTriggerTime="true"><trigger initialValue="true" persistent="true">'
+              '<math xmlns="http://www.w3.org/1998/Math/MathML"><apply><geq/><csymbol encoding="text" '
+              'definitionURL="http://www.sbml.org/sbml/symbols/time"> time </csymbol><cn> 1 </cn></apply></math>'
+              '</trigger></event>')
+    path = tmp_path / "marker.xml"
+    path.write_text(text[:start] + marker + text[end:])
+    m = pbsens.load_model(path)
+    assert [e.name for e in m.spec.events] == ["dose"]

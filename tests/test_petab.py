@@ -7,17 +7,16 @@ from the PEtab benchmark collection, BSD 3-clause).
 """
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-pd = pytest.importorskip("pandas")
-petab_v1 = pytest.importorskip("petab.v1")
-petabtests = pytest.importorskip("petabtests")
-yaml = pytest.importorskip("yaml")
+import pandas as pd  # noqa: E402
+import petab.v1 as petab_v1  # noqa: E402  (the "petab" extra; CI installs it)
+import petabtests  # noqa: E402  (pip install --no-deps petabtests==0.0.1, as the README says)
+import yaml  # noqa: E402
 
 import pbsens  # noqa: E402
 import pbsens.petab as pbpetab  # noqa: E402
@@ -124,10 +123,7 @@ def test_unknown_observable_names_file_row_column(tmp_path):
 def test_nonpositive_noise_formula_names_file_row_column(tmp_path):
     d, y = _copy_case(tmp_path)
 
-    def bad(df):
-        df.loc[0, "noiseFormula"] = "0 * obs_a_sigma_never - 1"   # evaluates to -1
-        return df
-    # a formula of known symbols only: -1 everywhere
+    # a constant noise formula that evaluates to -1
     _edit(d / "_observables.tsv", lambda df: df.assign(noiseFormula="1 - 2"))
     problem = pbpetab.load(y, lint=False)
     with pytest.raises(pbpetab.PetabError) as exc:
@@ -166,3 +162,12 @@ def test_bad_theta_and_method():
         problem.evaluate(np.zeros(problem.dim + 1))
     with pytest.raises(PbsensError, match="method"):
         problem.evaluate(method="rk4")
+
+
+def test_from_petab_problem_object_equals_load():
+    case = CASES_DIR / "0013" / "_0013.yaml"
+    by_path = pbpetab.load(case).evaluate()
+    obj = pbpetab.Problem.from_petab(petab_v1.Problem.from_yaml(str(case)))
+    res = obj.evaluate()
+    assert res.llh == pytest.approx(by_path.llh, abs=1e-12)
+    assert np.allclose(res.gradient, by_path.gradient, rtol=1e-12, atol=1e-14)

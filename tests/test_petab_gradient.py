@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("petab.v1")
 import pbsens.petab as pbpetab  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "petab"

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pd = pytest.importorskip("pandas")
-petab_v1 = pytest.importorskip("petab.v1")
-petabtests = pytest.importorskip("petabtests")
+import pandas as pd  # noqa: E402
+import petab.v1 as petab_v1  # noqa: E402  (the "petab" extra; CI installs it)
+import petabtests  # noqa: E402  (pip install --no-deps petabtests==0.0.1, as the README says)
 from scipy import stats  # noqa: E402
 
 import pbsens  # noqa: E402
@@ -167,3 +167,40 @@ def test_solver_failure_names_the_condition_and_gives_minus_inf_to_samplers():
         problem.evaluate(max_nfev=3)          # the state solver gives up after 3 right-hand sides
     lp, g, G = problem.log_posterior(max_nfev=3).evaluate(problem.x_nominal)
     assert lp == -np.inf and np.all(g == 0)
+
+
+def test_every_post_hoc_method_and_fs_give_the_gradient():
+    from pbsens.sensitivities import METHODS
+    problem = pbpetab.load(CASES_DIR / "0002" / "_0002.yaml")
+    th = problem.x_nominal + 0.05
+    h = 1e-5
+    fd = np.array([(problem.llh(th + h * e, rtol=1e-12, atol=1e-14)
+                    - problem.llh(th - h * e, rtol=1e-12, atol=1e-14)) / (2 * h) for e in np.eye(problem.dim)])
+    for method in list(METHODS) + ["fs"]:
+        g = problem.evaluate(th, method=method).gradient
+        assert np.max(np.abs(g - fd)) < 1e-2 * np.max(np.abs(fd)), method
+
+
+def test_steady_state_measurement_at_t_inf_matches_analytic(tmp_path):
+    """A <-> B (k1, k2), A(0) = a0, B(0) = b0: A(inf) = (a0 + b0) k2 / (k1 + k2)."""
+    d, y = _case(tmp_path, "0001")
+    meas = pd.read_csv(d / "_measurements.tsv", sep="\t")
+    meas["time"] = meas["time"].astype(float)
+    meas.loc[len(meas)] = ["obs_a", "c0", np.inf, 0.4]
+    meas.to_csv(d / "_measurements.tsv", sep="\t", index=False)
+    par = pd.read_csv(d / "_parameters.tsv", sep="\t")
+    par.loc[par["parameterId"] == "b0", "nominalValue"] = 0.3
+    par.to_csv(d / "_parameters.tsv", sep="\t", index=False)
+    problem = pbpetab.load(y)
+    a0, b0, k1, k2 = problem.x_nominal           # all on the linear scale here
+    res = problem.evaluate(method="fs")
+    sim = res.simulations["simulation"].to_numpy()
+    assert np.isclose(sim[-1], (a0 + b0) * k2 / (k1 + k2), rtol=1e-7)
+    # d llh / d theta of the steady-state row alone: -(y - m)/sigma^2 dy/dtheta
+    yss, m, s = sim[-1], 0.4, 0.5
+    dy = np.array([k2 / (k1 + k2), k2 / (k1 + k2), -(a0 + b0) * k2 / (k1 + k2) ** 2,
+                   (a0 + b0) * k1 / (k1 + k2) ** 2])
+    without = pbpetab.load(CASES_DIR / "0001" / "_0001.yaml")
+    th = problem.x_nominal
+    g_rest = without.evaluate(th, method="fs").gradient
+    assert np.allclose(res.gradient - g_rest, (m - yss) / s ** 2 * dy, rtol=1e-6, atol=1e-9)

@@ -74,6 +74,18 @@ class Discontinuities:
     unresolved: list
     module: object = None
 
+    def __getstate__(self):
+        # a module does not pickle: keep its file and import it again on the other side
+        state = dict(self.__dict__)
+        m = state.pop("module")
+        state["_module_file"] = (m.__name__, m.__file__) if m is not None else None
+        return state
+
+    def __setstate__(self, state):
+        ref = state.pop("_module_file")
+        self.__dict__.update(state)
+        self.module = _import_file(ref[1], ref[0]) if ref is not None else None
+
     @property
     def n_events(self) -> int:
         return len(self.event_names)
@@ -201,8 +213,9 @@ def find_breakpoints(f, t, xs):
             if str(rel) not in unresolved:
                 unresolved.append(str(rel))
             continue
-        tau = sp.simplify(-d.subs(t, 0) / slope)
-        if any(sp.simplify(tau - other) == 0 for other in taus):
+        tau = -d.subs(t, 0) / slope
+        tau = sp.expand(tau) if slope.is_number else sp.cancel(tau)
+        if any(sp.expand(tau - other) == 0 for other in taus):
             continue
         taus.append(tau)
         texts.append(str(rel))

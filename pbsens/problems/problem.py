@@ -169,6 +169,7 @@ class Problem:
                              estimated["lower"], estimated["upper"], self.parameter_ids)
         self.conditions = [(f"{p.preeq_id}:{p.sim_id}" if p.preeq_id else p.sim_id) for p in plans]
         self._groups = [_group_rows(p, rows) for p in plans]
+        self._ss_cache = {}
 
     # ---------------------------------------------------------------- build
     @classmethod
@@ -223,9 +224,10 @@ class Problem:
             A post-hoc method of :func:`pbsens.sensitivities` (``"exp2"``, ``"pbsr"``,
             ...) or ``"fs"`` (forward sensitivities).
         **solver_options
-            ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods;
-            default LSODA, 1e-8, 1e-10) or of the joint solve (``"fs"``; default BDF,
-            1e-8, 1e-10), and any other option the simulation accepts.
+            ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods, and
+            every method with ``sensitivities=False``; default LSODA, 1e-8, 1e-10) or
+            of the joint solve (``"fs"``; default BDF, 1e-8, 1e-10), and any other
+            option the simulation accepts (:func:`pbsens.problems.simulate.simulate`).
 
         Returns
         -------
@@ -252,7 +254,7 @@ class Problem:
         if method != "fs" and method not in METHODS:
             raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
         th = self._theta(theta)
-        opts = dict(_FS_DEFAULTS if method == "fs" else _DEFAULTS)
+        opts = dict(_FS_DEFAULTS if method == "fs" and sensitivities else _DEFAULTS)
         opts.update(solver_options)
         t_all = time.perf_counter()
         p_lin = unscale(th, self._scales)
@@ -270,6 +272,7 @@ class Problem:
         yb = np.empty(ny)
         Jx = np.empty((ny, nx))
         Jp = np.empty((ny, npar))
+        self._ss_cache = {}          # preequilibrations of this evaluation
         for ci, plan in enumerate(self._plans):
             name = self.conditions[ci]
             t0 = time.perf_counter()
@@ -311,6 +314,7 @@ class Problem:
             # Fisher information of the transformed observable: w_y already holds T'(y)^2 / sigma^2
             fim = (Jy * w_y[:, None]).T @ Jy + (Js * w_s[:, None]).T @ Js
             fim = 0.5 * (fim + fim.T)
+        self._ss_cache = {}
         timing["total"] = time.perf_counter() - t_all
         return EvaluationResult(llh=llh, chi2=chi2, gradient=grad, fim=fim,
                                 simulations=self._simulation_table(y), timing=timing, theta=th,
@@ -343,7 +347,11 @@ class Problem:
         else:
             pp = plan.pre.values(p_lin)
             xp0, Sp0 = self._initial(pp, plan.pre_init)
-            x0, S0 = _steady_state(self.model, pp, xp0, Sp0 if sens else None, sens, opts)
+            # conditions sharing a preequilibration (same parameters, same start) share its steady state
+            key = (pp.tobytes(), xp0.tobytes(), Sp0.tobytes() if sens else b"", sens)
+            if key not in self._ss_cache:
+                self._ss_cache[key] = _steady_state(self.model, pp, xp0, Sp0 if sens else None, sens, opts)
+            x0, S0 = self._ss_cache[key]
             if sens:
                 differ = plan.pre.est != plan.sim.est
                 bad = np.flatnonzero(differ & np.any(S0 != 0.0, axis=0))

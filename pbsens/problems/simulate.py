@@ -170,6 +170,9 @@ def _apply_event(model, k, tau, x, S, p, dtau, t_after):
             f_minus = model.rhs(t_after, x, p)
             f_plus = model.rhs(t_after, xn, p)
             Sn += np.outer(Gx @ f_minus - f_plus + Gt, dtau)
+        if not np.all(np.isfinite(Sn)):
+            raise PbsensError(f"model {model.name!r}: the sensitivities after event {disc.event_names[k]!r} at "
+                              f"t = {tau:.6g} are NaN or inf")
         S = Sn
     return xn, S
 
@@ -263,6 +266,9 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         S = model.initial_sensitivity(p) if S0 is None else _check_S0(S0, nx, np_)
     if not isinstance(method, str):
         raise PbsensError(f"'method' must be a string, got {method!r}")
+    if "params" in options:
+        raise PbsensError("'params': simulate computes the sensitivities to every model parameter "
+                          "(select columns of Simulation.S afterwards)")
     sens_opts = {k: v for k, v in options.items() if k in SENSITIVITY_OPTIONS}
     fs_opts = {k: v for k, v in options.items() if k in FORWARD_OPTIONS}
     solver_opts = {k: v for k, v in options.items() if k not in SENSITIVITY_OPTIONS and k not in FORWARD_OPTIONS}

@@ -192,4 +192,6 @@ def read_event(event, index, ctx):
 
 def read_events(model, ctx) -> tuple:
     """Every event of ``model`` in spec terms, in document order (``()`` when there is none)."""
-    return tuple(read_event(model.getEvent(i), i, ctx) for i in range(model.getNumEvents()))
+    events = (read_event(model.getEvent(i), i, ctx) for i in range(model.getNumEvents())
+              if model.getEvent(i).getNumEventAssignments())      # an event that sets nothing changes nothing
+    return tuple(events)
