@@ -82,6 +82,8 @@ def _chain_item(context, item):
         if prog and now - state["t_prog"] > 0.3:
             state["t_prog"] = now
             _write(prog, f"{i + 1} {n_total}")
+            if opts.get("poll") is not None:     # chains run in this process: update the bars here
+                opts["poll"]()
         if ckpt and ((i + 1) % 25 == 0 or now - state["t_ckpt"] > 2.0):
             state["t_ckpt"] = now
             _checkpoint(ckpt, buf, lbuf, i + 1)
@@ -269,6 +271,8 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
                 solver_options=dict(solver_options or {}))
     items = [dict(chain=k, entropy=entropy, theta0=starts[k]) for k in range(chains)]
     bars = _Bars(chains, burn_in + draws, scratch, _progress_enabled(progress))
+    if in_process:
+        opts["poll"] = bars.poll
     t0 = time.perf_counter()
     try:
         raw = map_tasks(_chain_item, (target, opts), items, client=client, n_workers=n_workers, chunk_size=1,
