@@ -143,8 +143,8 @@ def _run_chunk(fn, context, items):
     for it in items:
         try:
             out.append(("ok", fn(context, it)))
-        except BaseException as exc:  # noqa: BLE001 - reported to the caller with the item
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)) and not isinstance(exc, SystemExit):
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller with the item (sys.exit too)
+            if isinstance(exc, KeyboardInterrupt):
                 raise
             out.append(("err", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     return out
@@ -209,8 +209,11 @@ class _LocalPool:
                     if w.busy is None and todo:
                         c = todo.pop()
                         w.busy = c
-                        w.conn.send((c, fn, context, chunks[c]))
                         running += 1
+                        try:
+                            w.conn.send((c, fn, context, chunks[c]))
+                        except (BrokenPipeError, OSError):
+                            pass    # the worker died: its sentinel reports the chunk below
                 busy = [w for w in self.workers if w.busy is not None]
                 ready = _mp_wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=0.2)
                 if poll is not None:
@@ -301,10 +304,11 @@ def _dask_run(client, fn, context, chunks, poll=None):
     import distributed
     futs = [client.submit(_run_chunk, fn, context, ch, pure=False) for ch in chunks]
     pending = set(futs)
+    timeouts = (TimeoutError, getattr(distributed, "TimeoutError", TimeoutError))
     while pending:
         try:
             distributed.wait(list(pending), timeout=0.5)
-        except (TimeoutError, distributed.TimeoutError):
+        except timeouts:
             pass
         pending = {f for f in pending if f.status not in ("finished", "error", "cancelled", "lost")}
         if poll is not None:
