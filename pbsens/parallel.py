@@ -289,8 +289,15 @@ def _resolve_client(client, n_workers):
             c = distributed.Client(cluster)
 
             def close():
-                c.close()
-                cluster.close()
+                import logging
+                nanny = logging.getLogger("distributed.nanny")
+                level = nanny.level
+                nanny.setLevel(logging.ERROR)   # "still alive after 4 s, killing" on a busy machine
+                try:
+                    c.close()
+                    cluster.close()
+                finally:
+                    nanny.setLevel(level)
             return c, close
         try:
             c = distributed.Client(client, timeout=30)

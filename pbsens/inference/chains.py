@@ -147,7 +147,10 @@ class _Bars:
         self.bars = None
         if enabled:
             from tqdm.auto import tqdm
-            self.bars = [tqdm(total=total, desc=f"chain {k}", position=k, leave=True, unit="it")
+            size = shutil.get_terminal_size((100, 24))     # a pty may report 0 x 0: tqdm then hides bars
+            width, rows = size.columns or 100, max(size.lines, chains + 2)
+            self.bars = [tqdm(total=total, desc=f"chain {k}", position=k, leave=True, unit="it", ncols=width,
+                              nrows=rows)
                          for k in range(chains)]
 
     def poll(self):
