@@ -2,7 +2,7 @@
 
 For each method, ``pbsens.sample`` runs ``--chains`` chains of ``--draws`` draws
 (burn-in ``--burn-in``, default draws/2) from the nominal point with the same
-root seed, in local processes (``--workers``) or on a dask scheduler
+root seed plus the method's index, in local processes (``--workers``) or on a dask scheduler
 (``--scheduler``). Reported per method: the largest R-hat over the estimated
 parameters, the smallest bulk / tail ESS, ESS per second (smallest bulk ESS
 divided by the chains' summed sampling seconds, so independent of how many
@@ -47,12 +47,14 @@ def main(argv=None):
     from pbsens.inference.sample_output import summary, write_sample_output
     problem = pp.load(args.problem)
     print(f"{problem}: {args.chains} chains x {args.draws} draws, burn-in "
-          f"{args.burn_in if args.burn_in is not None else args.draws // 2}, seed {args.seed}, "
+          f"{args.burn_in if args.burn_in is not None else args.draws // 2}, seeds {args.seed} + method index, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     tables = {}
-    for m in args.methods:
+    for i, m in enumerate(args.methods):
+        # a different root seed per method: chains of two methods with one seed would be coupled (nearly
+        # the same draws), which makes the agreement of their means a weak check
         idata = pbsens.sample(problem, chains=args.chains, draws=args.draws, burn_in=args.burn_in, method=m,
-                              seed=args.seed, client=args.scheduler, n_workers=args.workers, progress=True)
+                              seed=args.seed + i, client=args.scheduler, n_workers=args.workers, progress=True)
         df = summary(idata)
         tables[m] = df
         att = idata.posterior.attrs

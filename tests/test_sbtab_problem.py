@@ -131,3 +131,23 @@ def test_cli_petab_on_sbtab_folder(capsys):
     out = capsys.readouterr().out
     llh = float(next(line.split()[1] for line in out.splitlines() if line.startswith("llh")))
     assert llh == pytest.approx(closed_form_llh(-1.0, 2.0), rel=1e-7)
+
+
+def test_sample_sbtab_problem_in_worker_processes(sbtab_problem):
+    """Workers rebuild the SBtab problem from its folder; same draws as in this process."""
+    az = pytest.importorskip("arviz")  # noqa: F841
+    import warnings
+
+    import pbsens
+    kw = dict(chains=2, draws=10, burn_in=10, seed=11, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = pbsens.sample(sbtab_problem, n_workers=2, **kw)
+        b = pbsens.sample(sbtab_problem, n_workers=1, **kw)
+    assert list(a.posterior.data_vars) == ["kf", "sB"]
+    for p in ("kf", "sB"):
+        np.testing.assert_array_equal(a.posterior[p].values, b.posterior[p].values)
+    # lp is the closed-form log-likelihood plus the normal priors at a draw
+    th = np.array([float(a.posterior[p].sel(chain=1, draw=9)) for p in ("kf", "sB")])
+    prior = sum(-0.5 * np.log(2 * np.pi * 0.25) - 0.5 * ((v - m) / 0.5) ** 2 for v, m in zip(th, (-1.0, 2.0)))
+    assert float(a.sample_stats.lp.sel(chain=1, draw=9)) == pytest.approx(closed_form_llh(*th) + prior, rel=1e-6)
