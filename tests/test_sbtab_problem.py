@@ -151,3 +151,23 @@ def test_sample_sbtab_problem_in_worker_processes(sbtab_problem):
     th = np.array([float(a.posterior[p].sel(chain=1, draw=9)) for p in ("kf", "sB")])
     prior = sum(-0.5 * np.log(2 * np.pi * 0.25) - 0.5 * ((v - m) / 0.5) ** 2 for v, m in zip(th, (-1.0, 2.0)))
     assert float(a.sample_stats.lp.sel(chain=1, draw=9)) == pytest.approx(closed_form_llh(*th) + prior, rel=1e-6)
+
+
+def test_sample_without_seed_records_one_that_reproduces_the_chains(sbtab_problem, tmp_path):
+    import warnings
+
+    import arviz as az
+
+    import pbsens
+    from pbsens.inference.sample_output import write_sample_output
+    kw = dict(chains=2, draws=6, burn_in=4, n_workers=1, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = pbsens.sample(sbtab_problem, **kw)
+        seed = a.posterior.attrs["seed"]
+        b = pbsens.sample(sbtab_problem, seed=seed, **kw)
+        write_sample_output(a, tmp_path / "o", plots=False)
+    np.testing.assert_array_equal(a.posterior.kf.values, b.posterior.kf.values)
+    assert az.from_netcdf(tmp_path / "o" / "posterior.nc").posterior.attrs["seed"] == seed
+    with pytest.raises(PbsensError, match="'seed'"):
+        pbsens.sample(sbtab_problem, seed=-1)

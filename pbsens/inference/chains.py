@@ -246,10 +246,13 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     from ..sensitivities import METHODS
     if method != "fs" and method not in METHODS:
         raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-        raise PbsensError(f"'seed' must be a non-negative integer or None, got {seed!r}")
-    ss = np.random.SeedSequence(None if seed is None else int(seed))
-    entropy = int(ss.entropy)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or not 0 <= seed < 2 ** 63):
+        raise PbsensError(f"'seed' must be an integer in [0, 2**63) or None, got {seed!r}")
+    if seed is None:      # fresh, recorded (a 63-bit integer fits the netCDF attributes)
+        import secrets
+        seed = secrets.randbits(63)
+    entropy = int(seed)
     d = problem.dim
     if theta0 is None:
         starts = np.tile(problem.x_nominal, (chains, 1))
