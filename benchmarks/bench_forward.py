@@ -4,7 +4,7 @@ PKA and CaMKII on [0, 600], rtol 1e-5, atol 1e-6, 201 output times (the paper's
 Table 2 setting). Prints the median time (after one warm-up run) of
 
 * the state solve alone (``solve_states``, LSODA),
-* FS (``forward_sensitivities``, BDF with the structured Jacobian unless told otherwise),
+* FS (``forward_sensitivities``, BDF with the sparse ("structured") Jacobian unless told otherwise),
 * if ``pbsens.sensitivities`` exists: state solve + PBSR and state solve + Exp,
 
 and the ratios FS / state, FS / (state + pbsr), FS / (state + exp), all measured
@@ -53,7 +53,7 @@ def fmt(wc):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=10, help="timed runs per case (>= 5)")
-    ap.add_argument("--fs-methods", nargs="+", default=["BDF"], help="solve_ivp methods for FS")
+    ap.add_argument("--fs-methods", nargs="+", default=["BDF"], help="scipy methods for FS")
     ap.add_argument("--jacobians", nargs="+", default=["structured"],
                     help="FS Jacobian forms (structured, sparse, block-diagonal, dense, none)")
     ap.add_argument("--profile", action="store_true", help="cProfile one FS run per model")

@@ -25,13 +25,12 @@ Usage: ``python3 experiments/fig6_random_linear.py [--quick] [--out DIR]``.
 """
 import numpy as np
 
-try:
-    from . import _common as C
-except ImportError:
-    import _common as C
+import _common as C
+import _plotting as P
+import _timing as T
+from _results_io import bar, write_csv
 
 NAME = "fig6_random_linear"
-DESCRIPTION = "Fig 6: runtime vs n (random linear system, n = 5..100, 10 draws): FS, PBS, Exp, fitted a n^b"
 SPAN = (0.0, 10.0)
 METHODS = ("fs", "pbs", "exp")
 PAPER_B = {"fs": 4.2, "pbs": 3.7, "exp": 2.1}
@@ -39,11 +38,8 @@ PAPER_B = {"fs": 4.2, "pbs": 3.7, "exp": 2.1}
 
 def _one(m, method):
     """Seconds for one method on one draw, state solve included; plus a work count."""
-    if method == "fs":
-        r, sec = C.timed(C.fs_loose, m, SPAN)
-        return sec, int(r.t.size - 1)                      # FS steps
-    r, sec = C.timed(C.post_hoc, m, SPAN, method)
-    return sec, int(np.sum(r.n_int))                       # sub-steps of the march
+    r, sec = T.run_once(m, SPAN, method)
+    return sec, int(r.t.size - 1) if method == "fs" else int(np.sum(r.n_int))   # FS steps / march sub-steps
 
 
 def fit(ns, ts):
@@ -80,7 +76,7 @@ def run(quick=False, out_dir=None, progress=None, ns=None, draws=None, pbs_max_n
 
     rows, times, work = [], {k: {} for k in METHODS}, {k: {} for k in METHODS}
     jobs = [(n, d) for n in ns for d in range(draws)]
-    for n, d in C.bar(jobs, progress, f"{NAME}"):
+    for n, d in bar(jobs, progress, f"{NAME}"):
         m = C.random_linear(n, d)
         for meth in METHODS:
             if meth == "pbs" and (n > pbs_max_n or d >= pbs_draws(n)):
@@ -89,7 +85,7 @@ def run(quick=False, out_dir=None, progress=None, ns=None, draws=None, pbs_max_n
             times[meth].setdefault(n, []).append(sec)
             work[meth].setdefault(n, []).append(w)
             rows.append([n, d, meth, sec, w])
-    C.write_csv(out_dir / f"{NAME}.csv", ["n", "seed", "method", "seconds", "work"], rows)
+    write_csv(out_dir / f"{NAME}.csv", ["n", "seed", "method", "seconds", "work"], rows)
 
     per_n = {meth: {str(n): {"median_s": float(np.median(v)), "mean_s": float(np.mean(v)), "runs": len(v),
                              "median_work": float(np.median(work[meth][n]))}
@@ -111,21 +107,21 @@ def run(quick=False, out_dir=None, progress=None, ns=None, draws=None, pbs_max_n
         }
 
     # figure
-    fig, ax = C.new_figure(figsize=(7.5, 5.0))
+    fig, ax = P.new_figure(figsize=(7.5, 5.0))
     ax = ax[0, 0]
     for meth in METHODS:
         nn = sorted(times[meth])
         if not nn:
             continue
         for n in nn:
-            ax.scatter([n] * len(times[meth][n]), times[meth][n], s=6, color=C.COLORS[meth], alpha=0.25, lw=0)
+            ax.scatter([n] * len(times[meth][n]), times[meth][n], s=6, color=P.COLORS[meth], alpha=0.25, lw=0)
         med_t = [np.median(times[meth][n]) for n in nn]
         f = fits[meth]["all_n_medians"]
-        lab = f"{C.LABELS[meth]}: b = {f['b']:.2f} (paper {PAPER_B[meth]})" if f else C.LABELS[meth]
-        ax.plot(nn, med_t, "o", ms=4, color=C.COLORS[meth], label=lab)
+        lab = f"{P.LABELS[meth]}: b = {f['b']:.2f} (paper {PAPER_B[meth]})" if f else P.LABELS[meth]
+        ax.plot(nn, med_t, "o", ms=4, color=P.COLORS[meth], label=lab)
         if f:
             x = np.array([nn[0], nn[-1]], float)
-            ax.plot(x, f["a"] * x ** f["b"], "--", color=C.COLORS[meth], lw=1)
+            ax.plot(x, f["a"] * x ** f["b"], "--", color=P.COLORS[meth], lw=1)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("n (states = parameters)")
@@ -135,7 +131,7 @@ def run(quick=False, out_dir=None, progress=None, ns=None, draws=None, pbs_max_n
                  f"dashed: least-squares fit a n^b to the medians", fontsize=10)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8, loc="upper left")
-    png = C.save_figure(fig, out_dir / f"{NAME}.png")
+    png = P.save_figure(fig, out_dir / f"{NAME}.png")
 
     return {
         "t_span": list(SPAN), "ns": ns, "draws": draws, "seeds": list(range(draws)),
@@ -149,5 +145,8 @@ def run(quick=False, out_dir=None, progress=None, ns=None, draws=None, pbs_max_n
     }
 
 
+RUNS = {NAME: run}
+
+
 if __name__ == "__main__":
-    C.main(run, __doc__)
+    C.main(RUNS, __doc__)

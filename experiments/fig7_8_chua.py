@@ -1,8 +1,8 @@
 """Figures 7 and 8 of the paper: E_k and kappa_bar on Chua's circuit (limit cycle), t in [0, 10].
 
 Figure 7: E_k per step of PBSR and Exp (and pbsr2, exp2) against tight FS (BDF,
-rtol 1e-8, atol 1e-10) on the LSODA grid (rtol 1e-5, atol 1e-6), as Figures 2-3.
-Figure 8: kappa_bar(t) of PBSR, Exp, FS (and pbsr2, exp2), N = 100, as Figures 4-5.
+rtol 1e-8, atol 1e-10) on the LSODA grid (rtol 1e-5, atol 1e-6), as Figures 2-3 (``error_figures.py``).
+Figure 8: kappa_bar(t) of PBSR, Exp, FS (and pbsr2, exp2), N = 100, as Figures 4-5 (``kappa_figures.py``).
 Chua's Jacobians change along the whole limit cycle, so PBSR runs the PBS
 formula on every interval.
 
@@ -10,13 +10,12 @@ Paper: PBSR is about two orders of magnitude more accurate than Exp, and close t
 
 Usage: ``python3 experiments/fig7_8_chua.py [--quick] [--out DIR]``.
 """
-try:
-    from . import _common as C
-except ImportError:
-    import _common as C
+import _common as C
+from _results_io import strip_private
+from error_figures import error_experiment
+from kappa_figures import ALL_METHODS, kappa_experiment
 
 NAME = "fig7_8_chua"
-DESCRIPTION = "Figs 7, 8: E_k and kappa_bar of PBSR, Exp (+ pbsr2, exp2), FS on Chua [0, 10]"
 SPAN = (0.0, 10.0)
 
 
@@ -26,12 +25,12 @@ def run(quick=False, out_dir=None, progress=None, n_samples=None, repeats=None):
 
     Overrides: ``n_samples`` (kappa_bar samples), ``repeats`` (timing runs per method).
     """
-    err = C.error_experiment("Chua", SPAN, quick=quick, out_dir=out_dir, progress=progress,
-                             name="fig7_chua_error", repeats=repeats,
-                             title="Fig 7: Chua, t in [0, 10]: relative error of the sensitivities per step")
-    kap = C.kappa_experiment("Chua", SPAN, quick=quick, out_dir=out_dir, progress=progress,
-                             name="fig8_chua_kappa", n_samples=n_samples, methods=("pbsr", "exp", "fs", "pbsr2", "exp2"),
-                             title="Fig 8: Chua, t in [0, 10]: perturbation error kappa_bar", late_from=5.0)
+    err = error_experiment("Chua", SPAN, quick=quick, out_dir=out_dir, progress=progress,
+                           name="fig7_chua_error", repeats=repeats,
+                           title="Fig 7: Chua, t in [0, 10]: relative error of the sensitivities per step")
+    kap = kappa_experiment("Chua", SPAN, quick=quick, out_dir=out_dir, progress=progress,
+                           name="fig8_chua_kappa", n_samples=n_samples, methods=ALL_METHODS,
+                           title="Fig 8: Chua, t in [0, 10]: perturbation error kappa_bar", late_from=5.0)
     # why PBSR is not closer to FS here: states at the refinement points (side experiment, not in the paper)
     rel = C.metrics().relative_error
     m, tr, ref = C.model("Chua"), err["_tr"], err["_ref"]
@@ -41,7 +40,7 @@ def run(quick=False, out_dir=None, progress=None, n_samples=None, repeats=None):
                                    n_max=int(10 * n_factor))
         interp[f"{how}, n_factor {n_factor:g}"] = {"median_E": C.med(rel(r, ref)[1:]),
                                                    "sub_steps": int(r.n_int.sum())}
-    err, kap = C.strip_private(err), C.strip_private(kap)
+    err, kap = strip_private(err), strip_private(kap)
     kb = kap["kappa_bar"]
     files = err.pop("files") + kap.pop("files")
     return {
@@ -58,5 +57,8 @@ def run(quick=False, out_dir=None, progress=None, n_samples=None, repeats=None):
     }
 
 
+RUNS = {NAME: run}
+
+
 if __name__ == "__main__":
-    C.main(run, __doc__)
+    C.main(RUNS, __doc__)

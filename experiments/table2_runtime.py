@@ -16,13 +16,12 @@ Usage: ``python3 experiments/table2_runtime.py [--quick] [--out DIR]``.
 """
 import numpy as np
 
-try:
-    from . import _common as C
-except ImportError:
-    import _common as C
+import _common as C
+import _plotting as P
+import _timing as T
+from _results_io import write_csv
 
 NAME = "table2_runtime"
-DESCRIPTION = "Table 2: runtime of FS, PBSR, Exp (+ pbsr2, exp2) on PKA and CaMKII [0, 600], 100 runs"
 SPAN = (0.0, 600.0)
 METHODS = ("fs", "pbsr", "exp", "pbsr2", "exp2")
 PAPER = {"PKA": {"fs": 0.056, "pbsr": 0.047, "exp": 0.008},
@@ -41,12 +40,12 @@ def run(quick=False, out_dir=None, progress=None, repeats=None, models=("PKA", "
     table, rows = {}, []
     for name in models:
         m = C.model(name)
-        tm = C.time_methods(m, SPAN, list(METHODS), repeats, progress=progress, desc=f"{NAME} {name}")
+        tm = T.time_methods(m, SPAN, list(METHODS), repeats, progress=progress, desc=f"{NAME} {name}")
         for meth in METHODS:
             for i, (tot, sens) in enumerate(zip(tm[meth]["total"], tm[meth]["sensitivities"])):
                 rows.append([name, meth, i, tot, sens])
-        stats = {meth: C.summary(tm[meth]["total"]) for meth in METHODS}
-        sens = {meth: C.summary(tm[meth]["sensitivities"]) for meth in METHODS}
+        stats = {meth: T.summary(tm[meth]["total"]) for meth in METHODS}
+        sens = {meth: T.summary(tm[meth]["sensitivities"]) for meth in METHODS}
         ratios = {}
         for stat in ("median", "mean"):
             for other in ("pbsr", "exp", "pbsr2", "exp2"):
@@ -54,28 +53,28 @@ def run(quick=False, out_dir=None, progress=None, repeats=None, models=("PKA", "
         table[name] = {"n_states": m.n_states, "n_params": m.n_params, "seconds": stats,
                        "sensitivity_pass_seconds": sens, "ratios": ratios,
                        "paper_seconds": PAPER.get(name), "paper_ratios": PAPER_RATIOS.get(name)}
-    C.write_csv(out_dir / f"{NAME}.csv", ["model", "method", "run", "seconds_total", "seconds_sensitivity_pass"],
+    write_csv(out_dir / f"{NAME}.csv", ["model", "method", "run", "seconds_total", "seconds_sensitivity_pass"],
                 rows)
 
     # figure: medians (ours) next to the paper's means
-    fig, axes = C.new_figure(1, len(models), figsize=(4.2 * len(models), 4.0))
+    fig, axes = P.new_figure(1, len(models), figsize=(4.2 * len(models), 4.0))
     for ax, name in zip(axes[0], models):
         x = np.arange(len(METHODS))
         ours = [table[name]["seconds"][meth]["median"] for meth in METHODS]
         lo = [table[name]["seconds"][meth]["q25"] for meth in METHODS]
         hi = [table[name]["seconds"][meth]["q75"] for meth in METHODS]
-        ax.bar(x - 0.2, ours, 0.4, color=[C.COLORS[k] for k in METHODS], alpha=0.85, label="ours (median)",
+        ax.bar(x - 0.2, ours, 0.4, color=[P.COLORS[k] for k in METHODS], alpha=0.85, label="ours (median)",
                yerr=[np.subtract(ours, lo), np.subtract(hi, ours)], capsize=2)
         paper = [PAPER.get(name, {}).get(meth, np.nan) for meth in METHODS]
         ax.bar(x + 0.2, paper, 0.4, color="0.75", edgecolor="0.3", hatch="//", label="paper (mean)")
-        ax.set_xticks(x, [C.LABELS[k] for k in METHODS])
+        ax.set_xticks(x, [P.LABELS[k] for k in METHODS])
         ax.set_yscale("log")
         ax.set_ylabel("seconds per run (state solve included)")
         ax.set_title(f"{name}, t in [0, 600], {repeats} runs", fontsize=10)
         ax.grid(True, axis="y", which="both", alpha=0.25)
         ax.legend(fontsize=8, loc="upper right")
     fig.suptitle("Table 2: runtime (bars: interquartile range)", fontsize=10)
-    png = C.save_figure(fig, out_dir / f"{NAME}.png")
+    png = P.save_figure(fig, out_dir / f"{NAME}.png")
 
     return {
         "t_span": list(SPAN), "repeats": repeats, "models": models, "methods": list(METHODS),
@@ -89,5 +88,8 @@ def run(quick=False, out_dir=None, progress=None, repeats=None, models=("PKA", "
     }
 
 
+RUNS = {NAME: run}
+
+
 if __name__ == "__main__":
-    C.main(run, __doc__)
+    C.main(RUNS, __doc__)

@@ -15,7 +15,7 @@ from .model.sbml import to_sbml  # noqa: E402
 from .model.spec import ModelSpec  # noqa: E402
 from .result import SensitivityResult  # noqa: E402
 from .sensitivities import sensitivities  # noqa: E402
-from .solve import Trajectory, solve_states  # noqa: E402
+from .solvers import Trajectory, solve_states  # noqa: E402
 from .inference.chains import sample  # noqa: E402
 from .parallel import sensitivities_many  # noqa: E402
 

@@ -8,7 +8,8 @@ variational equation (2.3)::
 which is appended to the state equation ``x' = f(t, x, p)``. The augmented state
 ``z = (x, S[:, 0], S[:, 1], ..., S[:, ns-1])`` has dimension ``nx (ns + 1)``
 (columns of ``S`` stored one after the other, as in CVODES) and is integrated
-with :func:`scipy.integrate.solve_ivp`.
+with one of scipy's methods through pbsens's stepping loop
+(:func:`pbsens.solvers.scipy_steppers.integrate`; public scipy API only).
 
 Implementation notes
 --------------------
@@ -21,13 +22,12 @@ Implementation notes
   with the model's functions bound as closure variables; it is built once per
   process and memoised on the model object (:func:`_bound_functions`).
 * The implicit methods never see the dense ``nx (ns+1)`` square Jacobian
-  (1260 x 1260 for CaMKII). By default (``jacobian="structured"``) BDF and
-  Radau get the block lower-triangular Jacobian as an operator object, and
-  their Newton matrices are factorised with one ``nx x nx`` LU and solved by
-  block forward substitution (numba kernels). ``jacobian="sparse"`` gives them
-  the same matrix as a CSC matrix (SuperLU), ``"block-diagonal"`` the
-  simultaneous-corrector approximation ``diag(A, ..., A)``. The notes of
-  :func:`forward_sensitivities` give the measurements behind the default.
+  (1260 x 1260 for CaMKII): BDF and Radau get the block lower-triangular
+  Jacobian as a CSC matrix and factorise their Newton matrices with SuperLU.
+  The notes of :func:`forward_sensitivities` list the forms.
+* The solve itself is an entry of :data:`_AUGMENTED_SOLVERS` (method name ->
+  solver of the augmented system): the seam for forward sensitivities on
+  pbsens's own compiled solver.
 """
 from __future__ import annotations
 
@@ -36,18 +36,18 @@ import time
 
 import numpy as np
 from numba import njit, types
-from scipy.integrate import BDF, Radau, solve_ivp
-from scipy.sparse import csc_matrix, eye
+from scipy.sparse import csc_matrix, identity, kron
 
 from .errors import PbsensError, SolverError
 from .kernels.signatures import f8, ivec, jacs_fn, mat, tens, vec, vector_fn
 from .result import SensitivityResult
-from .solve import check_t_eval, check_t_span
+from .solvers import check_t_eval, check_t_span, merge_grid
+from .solvers.scipy_steppers import StepGuard, integrate
 
 __all__ = ["forward_sensitivities"]
 
 _METHODS = ("BDF", "Radau", "LSODA", "RK45", "RK23", "DOP853")
-#: Jacobian forms and the solvers that accept them.
+#: Jacobian forms and the solvers that accept them ("structured" is an alias of "sparse").
 _JACOBIANS = {"structured": ("BDF", "Radau"), "block-diagonal": ("BDF", "Radau"),
               "sparse": ("BDF", "Radau"), "dense": ("BDF", "Radau", "LSODA"), "none": _METHODS}
 _DEFAULT_JACOBIAN = {"BDF": "structured", "Radau": "structured", "LSODA": "none"}
@@ -154,221 +154,6 @@ def _csc_data(A, C):
     return np.concatenate([first, np.tile(A.T.ravel(), C.shape[0])])
 
 
-class _AugmentedOperator:
-    """``alpha I + beta J`` for the block lower-triangular augmented Jacobian ``J``.
-
-    Supports exactly the arithmetic scipy's BDF (``I - c J``) and Radau
-    (``(mu / h) I - J``, ``mu`` complex) perform on their Jacobian before
-    factorising it; the factorisation and solves are :func:`_block_lu` and
-    :func:`_block_solve`.
-    """
-
-    __array_ufunc__ = None  # make numpy scalars defer to __rmul__
-
-    def __init__(self, A, C, n, alpha=0.0, beta=1.0):
-        self.A, self.C, self.n, self.alpha, self.beta = A, C, n, alpha, beta
-
-    @property
-    def shape(self):
-        return (self.n, self.n)
-
-    def _combine(self, other, sign):
-        if not isinstance(other, _AugmentedOperator):
-            return NotImplemented
-        if self.beta != 0 and other.beta != 0 and self.A is not other.A:
-            return NotImplemented
-        A, C = (self.A, self.C) if self.A is not None else (other.A, other.C)
-        return _AugmentedOperator(A, C, self.n, self.alpha + sign * other.alpha, self.beta + sign * other.beta)
-
-    def __add__(self, other):
-        return self._combine(other, 1)
-
-    def __sub__(self, other):
-        return self._combine(other, -1)
-
-    def __mul__(self, s):
-        if not isinstance(s, (numbers.Number, np.number)):
-            return NotImplemented
-        return _AugmentedOperator(self.A, self.C, self.n, self.alpha * s, self.beta * s)
-
-    __rmul__ = __mul__
-
-    def __neg__(self):
-        return self * -1.0
-
-
-_c16 = types.complex128
-_cvec = types.Array(_c16, 1, "C")
-_cmat = types.Array(_c16, 2, "C")
-
-
-@njit([types.void(mat, ivec), types.void(_cmat, ivec)], cache=True)
-def _lu_inplace(M, piv):
-    """LU factorisation with partial pivoting in place (``P M = L U``, unit ``L``)."""
-    n = M.shape[0]
-    for k in range(n):
-        p = k
-        big = abs(M[k, k])
-        for i in range(k + 1, n):
-            v = abs(M[i, k])
-            if v > big:
-                big, p = v, i
-        piv[k] = p
-        if p != k:
-            for j in range(n):
-                tmp = M[k, j]
-                M[k, j] = M[p, j]
-                M[p, j] = tmp
-        d = M[k, k]
-        if d == 0:
-            continue  # singular: the solve produces inf/nan and the solver rejects the step
-        for i in range(k + 1, n):
-            M[i, k] /= d
-            f = M[i, k]
-            if f != 0:
-                for j in range(k + 1, n):
-                    M[i, j] -= f * M[k, j]
-
-
-@njit([types.void(mat, ivec, vec), types.void(_cmat, ivec, _cvec)], cache=True)
-def _lu_solve_inplace(LU, piv, y):
-    n = LU.shape[0]
-    for k in range(n):
-        p = piv[k]
-        if p != k:
-            tmp = y[k]
-            y[k] = y[p]
-            y[p] = tmp
-    for i in range(n):
-        s = y[i]
-        for j in range(i):
-            s -= LU[i, j] * y[j]
-        y[i] = s
-    for i in range(n - 1, -1, -1):
-        s = y[i]
-        for j in range(i + 1, n):
-            s -= LU[i, j] * y[j]
-        y[i] = s / LU[i, i]
-
-
-@njit([types.void(mat, ivec, f8, tens, vec, vec), types.void(_cmat, ivec, _c16, tens, _cvec, _cvec)],
-      cache=True)
-def _block_solve_kernel(LU, piv, beta, C, b, y):
-    """Solve ``(alpha I + beta J) y = b`` for the block lower-triangular ``J``.
-
-    ``LU``/``piv`` factorise ``alpha I + beta A``; block forward substitution:
-    ``y_0 = M_A^-1 b_0``, ``y_j = M_A^-1 (b_j - beta C_{j-1} y_0)``.
-    """
-    nx = LU.shape[0]
-    ns = C.shape[0]
-    y0 = b[:nx].copy()
-    _lu_solve_inplace(LU, piv, y0)
-    y[:nx] = y0
-    # right-hand sides as columns of R (nx, ns): R[:, j] = b_j - beta C_j y0
-    R = np.empty((nx, ns), dtype=y.dtype)
-    for j in range(ns):
-        off = nx * (j + 1)
-        for i in range(nx):
-            s = 0.0 * beta
-            for k in range(nx):
-                s += C[j, i, k] * y0[k]
-            R[i, j] = b[off + i] - beta * s
-    # all columns at once: row operations with contiguous inner loops
-    for k in range(nx):
-        p = piv[k]
-        if p != k:
-            for j in range(ns):
-                tmp = R[k, j]
-                R[k, j] = R[p, j]
-                R[p, j] = tmp
-    for i in range(nx):
-        for k in range(i):
-            lik = LU[i, k]
-            if lik != 0:
-                for j in range(ns):
-                    R[i, j] -= lik * R[k, j]
-    for i in range(nx - 1, -1, -1):
-        for k in range(i + 1, nx):
-            uik = LU[i, k]
-            if uik != 0:
-                for j in range(ns):
-                    R[i, j] -= uik * R[k, j]
-        d = 1.0 / LU[i, i]
-        for j in range(ns):
-            R[i, j] *= d
-    for j in range(ns):
-        off = nx * (j + 1)
-        for i in range(nx):
-            y[off + i] = R[i, j]
-
-
-def _block_lu(M):
-    """Factorise ``M = alpha I + beta J``: one ``nx x nx`` LU of ``alpha I + beta A``."""
-    nx = M.A.shape[0]
-    MA = M.beta * M.A + M.alpha * np.eye(nx)
-    beta = M.beta
-    if np.iscomplexobj(MA):
-        MA = np.ascontiguousarray(MA, dtype=np.complex128)
-        beta = complex(beta)
-    else:
-        MA = np.ascontiguousarray(MA)
-        beta = float(beta)
-    piv = np.empty(nx, dtype=np.int64)
-    _lu_inplace(MA, piv)
-    return MA, piv, beta, M.C
-
-
-def _block_solve(LU, b):
-    """Solve ``M y = b`` with ``M`` factorised by :func:`_block_lu`."""
-    MA, piv, beta, C = LU
-    b = np.ascontiguousarray(b, dtype=MA.dtype)
-    y = np.empty_like(b)
-    _block_solve_kernel(MA, piv, beta, C, b, y)
-    return y
-
-
-class _StructuredMixin:
-    """Make scipy's BDF/Radau factorise the augmented Newton matrix block by block.
-
-    The solver's ``jac`` argument must return an :class:`_AugmentedOperator`.
-    Relies on the solvers' ``_validate_jac``, ``J``, ``I``, ``lu`` and
-    ``solve_lu`` members (stable since scipy 1.0; checked in the tests).
-    """
-
-    def _validate_jac(self, jac, sparsity):
-        def wrapped(t, y, f=None):
-            self.njev += 1
-            return jac(t, y)
-
-        self._J0 = wrapped(self.t, self.y)
-        # a sparse placeholder keeps the solver from allocating a dense n x n identity
-        return wrapped, eye(self.n, format="csc")
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.J = self._J0
-        del self._J0
-        self.I = _AugmentedOperator(None, None, self.n, 1.0, 0.0)
-
-        def lu(M):
-            self.nlu += 1
-            return _block_lu(M)
-
-        self.lu = lu
-        self.solve_lu = _block_solve
-
-
-class _StructuredBDF(_StructuredMixin, BDF):
-    pass
-
-
-class _StructuredRadau(_StructuredMixin, Radau):
-    pass
-
-
-_STRUCTURED = {"BDF": _StructuredBDF, "Radau": _StructuredRadau}
-
-
 def _bound_functions(model):
     """Per-model numba closures around the cached kernels, memoised on ``model``.
 
@@ -397,39 +182,63 @@ def _bound_functions(model):
     return memo[key]
 
 
-# --------------------------------------------------------------------------- driver
+# --------------------------------------------------------------------------- the solve
 
-class _SolverStall(Exception):
-    """Raised from a right-hand side that a solver keeps calling at one time (see :func:`guard_stall`)."""
+def _scipy_jacobian(jacobian, blocks, nx, ns):
+    """``jac(t, z)`` of the augmented system in the form ``jacobian`` names (None for ``"none"``)."""
+    n_aug = nx * (ns + 1)
+    if jacobian == "none":
+        return None
+    if jacobian == "block-diagonal":
+        eye_blocks = identity(ns + 1, format="csc")
+        return lambda t, z: kron(eye_blocks, csc_matrix(blocks(t, z)[0]), format="csc")
+    indices, indptr = _jac_pattern(nx, ns)
 
-    def __init__(self, t):
-        super().__init__(t)
-        self.t = t
+    def jac(t, z):
+        return csc_matrix((_csc_data(*blocks(t, z)), indices, indptr), shape=(n_aug, n_aug))
+
+    if jacobian == "dense":
+        return lambda t, z: jac(t, z).toarray()
+    return jac  # "sparse", "structured"
 
 
-def guard_stall(fun, n):
-    """Wrap ``fun(t, y)`` to raise :class:`_SolverStall` when a solver stops advancing.
+def _solve_scipy(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobian, options):
+    """The augmented system on scipy's ``method`` -> ``(t, Z, stats)``.
 
-    scipy's LSODA wrapper can loop forever once the solution is about to
-    overflow: it keeps calling ``fun`` at the same ``t`` with the same ``y``.
-    The wrapper counts consecutive calls at one ``t``; the limit ``10 n + 1000``
-    is far above what a step needs (Newton iterations, a finite-difference
-    Jacobian with ``n`` calls).
+    ``t`` is ``t_eval`` (``Z`` there from the dense output, exact where a step
+    ends) or else the accepted steps. An entry of :data:`_AUGMENTED_SOLVERS`.
     """
-    limit = 10 * n + 1000
-    state = [None, 0]
+    fs_rhs, fs_jac_blocks = _bound_functions(model)
+    c = model.constants
+    nx, ns = model.n_states, idx.size
 
-    def guarded(t, y):
-        if t == state[0]:
-            state[1] += 1
-            if state[1] > limit:
-                raise _SolverStall(float(t))
-        else:
-            state[0], state[1] = t, 0
-        return fun(t, y)
+    def fun(t, z):
+        return fs_rhs(t, np.ascontiguousarray(z), p, c, idx)
 
-    return guarded
+    def blocks(t, z):
+        A = np.empty((nx, nx))
+        C = np.empty((ns, nx, nx))
+        fs_jac_blocks(t, np.ascontiguousarray(z), p, c, idx, A, C)
+        return A, C
 
+    steps = integrate(method, fun, t_span, z0, rtol=rtol, atol=atol, jac=_scipy_jacobian(jacobian, blocks, nx, ns),
+                      dense_output=t_eval is not None, guard=StepGuard(z0.size),
+                      what=f"forward sensitivities of model {model.name!r}", **options)
+    stats = {"nfev": steps.nfev, "njev": steps.njev, "nlu": steps.nlu, "n_steps": int(steps.t.size - 1)}
+    if t_eval is None:
+        return steps.t, steps.y, stats
+    _, Z, where = merge_grid(steps.t, steps.y, t_eval, steps.sol)
+    return t_eval, Z[where], stats
+
+
+#: Method -> solver of the augmented system, ``f(model, p, idx, t_span, z0, t_eval, rtol, atol,
+#: method, jacobian, options) -> (t, Z, stats)`` with ``Z[:, :nx] = x`` and the columns of ``S``
+#: after it. Forward sensitivities on pbsens's compiled solver (issue: compiled stiff solver,
+#: item 4) plug in here, one entry per method name, e.g. a staggered corrector on its steps.
+_AUGMENTED_SOLVERS = {name: _solve_scipy for name in _METHODS}
+
+
+# --------------------------------------------------------------------------- front door
 
 def _check_params(model, params):
     """Indices and names of the sensitivity parameters (``None``: all)."""
@@ -495,8 +304,9 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
     The reference method of METHOD.md section 6: the state equation
     ``x' = f(t, x, p)`` and the variational equation (2.3)
     ``S' = A(t) S + B(t)``, ``S(t0) = S0``, are solved as one system of dimension
-    ``nx (ns + 1)`` by :func:`scipy.integrate.solve_ivp`, with ``ns`` the number
-    of sensitivity parameters.
+    ``nx (ns + 1)`` by one of scipy's methods, stepped by
+    :func:`pbsens.solvers.scipy_steppers.integrate`, with ``ns`` the number of
+    sensitivity parameters.
 
     Parameters
     ----------
@@ -517,7 +327,7 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
         model's initial values are expressions of parameters). Pass it explicitly
         when ``x0`` is a custom vector with a different dependence on ``p``.
     method : str
-        A :func:`~scipy.integrate.solve_ivp` method: ``"BDF"`` (default),
+        One of scipy's methods: ``"BDF"`` (default),
         ``"Radau"``, ``"LSODA"``, or an explicit one (``"RK45"``, ``"RK23"``,
         ``"DOP853"``).
     rtol : float
@@ -538,7 +348,7 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
         Notes). ``None``: ``"structured"`` for BDF and Radau, ``"none"`` for
         LSODA and the explicit methods.
     **solver_options
-        Passed on to ``solve_ivp`` (e.g. ``max_step``, ``first_step``).
+        Passed on to scipy's stepper (e.g. ``max_step``, ``first_step``).
 
     Returns
     -------
@@ -568,20 +378,25 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
     iteration: the residual uses the exact right-hand side, so any of the
     forms below converges to the same solution, at different cost.
 
-    * ``"structured"`` (default for BDF, Radau): the Newton matrix
-      ``I - gamma J`` is factorised through one ``nx x nx`` LU of
-      ``I - gamma A`` and solved by block forward substitution; the dense
-      ``nx (ns+1)`` square is never formed (METHOD.md section 6). This hooks
-      into the ``lu``/``solve_lu`` members of scipy's BDF and Radau.
+    * ``"sparse"``: the Jacobian as a CSC matrix (pattern built once): scipy's
+      BDF and Radau factorise ``I - gamma J`` with SuperLU. This is the form
+      public scipy accepts that never forms the dense ``nx (ns+1)`` square.
+    * ``"structured"`` (default for BDF, Radau): an alias of ``"sparse"``,
+      kept so that existing calls work. It used to factorise ``I - gamma J``
+      through one ``nx x nx`` LU and block forward substitution, by replacing
+      private members of scipy's solver classes; pbsens now uses public scipy
+      only (a block solve will come back with pbsens's own compiled solver,
+      through :data:`_AUGMENTED_SOLVERS`). The price, measured with BDF at
+      rtol 1e-5, atol 1e-6, 201 output times (CPU medians of 7 runs): PKA
+      27 ms -> 70 ms, CaMKII 60 ms -> 195 ms; SuperLU's factorisation of the
+      1260 x 1260 Newton matrix of CaMKII takes ~2 ms (no fill: the time is
+      SuperLU's own overhead, the column ordering does not change it).
     * ``"block-diagonal"``: ``C_j = 0``, the simultaneous-corrector
-      approximation of CVODES. With scipy's Newton convergence test this
-      stalls on stiff models with large sensitivities: on CaMKII over
-      [0, 600] (rtol 1e-5, atol 1e-6) BDF needed 57 000 right-hand sides,
-      20 000 LUs and 8 s, against 460 right-hand sides, 45 LUs and 0.07 s
-      with the coupling blocks. Kept for comparison only.
-    * ``"sparse"``: the same Jacobian as a CSC matrix (pattern built once),
-      factorised by SuperLU; correct but 3-6 times slower than
-      ``"structured"`` (the sparse LU of 1260 x 1260 takes ~2.5 ms).
+      approximation of CVODES, as a block-diagonal CSC matrix. With scipy's
+      Newton convergence test this stalls on stiff models with large
+      sensitivities: on CaMKII over [0, 600] (rtol 1e-5, atol 1e-6) BDF needed
+      57 000 right-hand sides and 20 000 LUs against 460 and 45 with the
+      coupling blocks. Kept for comparison only.
     * ``"dense"``: the full square matrix; for debugging and for LSODA.
     * ``"none"``: the solver's own finite differences. LSODA (ODEPACK)
       accepts only dense or banded Jacobians and factorises a dense
@@ -628,71 +443,18 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
     z0 = np.empty(n_aug)
     z0[:nx] = x0
     z0[nx:] = S0.T.ravel()  # column j of S at z[nx (j+1) : nx (j+2)]
-
-    def fun(t, z):
-        return fs_rhs(t, np.ascontiguousarray(z), p, c, idx)
-
-    def blocks(t, z):
-        A = np.empty((nx, nx))
-        C = np.empty((ns, nx, nx))
-        fs_jac_blocks(t, np.ascontiguousarray(z), p, c, idx, A, C)
-        return A, C
-
-    kwargs = dict(solver_options)
-    solver = method
-    if jacobian in ("structured", "block-diagonal"):
-        solver = _STRUCTURED[method]
-        coupled = jacobian == "structured"
-
-        def jac(t, z):
-            A, C = blocks(t, z)
-            if not coupled:
-                C[:] = 0.0
-            return _AugmentedOperator(A, C, n_aug)
-
-        kwargs["jac"] = jac
-    elif jacobian == "sparse":
-        indices, indptr = _jac_pattern(nx, ns)
-
-        def jac(t, z):
-            return csc_matrix((_csc_data(*blocks(t, z)), indices, indptr), shape=(n_aug, n_aug))
-
-        kwargs["jac"] = jac
-    elif jacobian == "dense":
-        indices, indptr = _jac_pattern(nx, ns)
-
-        def jac(t, z):
-            return csc_matrix((_csc_data(*blocks(t, z)), indices, indptr), shape=(n_aug, n_aug)).toarray()
-
-        kwargs["jac"] = jac
-    if not np.all(np.isfinite(fun(t0, z0))):  # also compiles/loads everything before the timed solve
+    if not np.all(np.isfinite(fs_rhs(t0, z0, p, c, idx))):  # also compiles/loads everything before the timed solve
         raise SolverError(f"the right-hand side of model {model.name!r} is NaN or inf at t0 = {t0:.6g} "
                           "(check p and x0)")
-    if method == "LSODA":
-        fun = guard_stall(fun, n_aug)
     t_solve = time.perf_counter()
-    with np.errstate(all="ignore"):
-        try:
-            res = solve_ivp(fun, (t0, t1), z0, method=solver, t_eval=te, rtol=rtol_v, atol=atol_v,
-                            **kwargs)
-        except (ValueError, TypeError) as exc:
-            raise PbsensError(f"solver options rejected by solve_ivp ({method}): {exc}") from None
-        except _SolverStall as exc:
-            raise SolverError(f"forward sensitivities of model {model.name!r} failed at t = {exc.t:.6g} "
-                              f"(method {method}): the solver stopped advancing (solution overflowing?)") from None
-        except (RuntimeError, np.linalg.LinAlgError) as exc:  # e.g. SuperLU: matrix exactly singular
-            raise SolverError(f"forward sensitivities of model {model.name!r} failed (method {method}): "
-                              f"{exc}") from None
+    t, Z, stats = _AUGMENTED_SOLVERS[method](model, p, idx, (t0, t1), z0, te, rtol_v, atol_v, method, jacobian,
+                                           dict(solver_options))
     t_end = time.perf_counter()
-    if res.status != 0:
-        raise SolverError(f"forward sensitivities of model {model.name!r} failed at t = {res.t[-1]:.6g} "
-                          f"(method {method}): {res.message}")
-    Z = res.y.T
     if not np.all(np.isfinite(Z)):
         k = int(np.argmax(~np.all(np.isfinite(Z), axis=1)))
         raise SolverError(f"forward sensitivities of model {model.name!r} produced NaN/inf "
-                          f"at t = {res.t[k]:.6g} (method {method})")
-    K = res.t.size
+                          f"at t = {t[k]:.6g} (method {method})")
+    K = t.size
     x = np.ascontiguousarray(Z[:, :nx])
     S = np.ascontiguousarray(Z[:, nx:].reshape(K, ns, nx).transpose(0, 2, 1))
     options = {
@@ -700,10 +462,10 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
         "params": None if params is None else list(names),
         "jacobian": jacobian,
         "solver_options": dict(solver_options),
-        "stats": {"nfev": int(res.nfev), "njev": int(res.njev), "nlu": int(res.nlu)},
+        "stats": stats,
     }
     return SensitivityResult(
-        t=np.ascontiguousarray(res.t, dtype=np.float64), x=x, S=S, method="fs", p=p, x0=x0, S0=S0,
+        t=np.ascontiguousarray(t, dtype=np.float64), x=x, S=S, method="fs", p=p, x0=x0, S0=S0,
         model_name=model.name, state_names=list(model.state_names), param_names=list(names),
         options=options,
         timings={"setup": t_solve - t_start, "sensitivities": t_end - t_solve, "total": t_end - t_start})

@@ -12,15 +12,12 @@ import numbers
 import sys
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from .errors import PbsensError, SolverError
-from .forward import _SolverStall, guard_stall
+from .solvers import SOLVERS, solve_states
 
 __all__ = ["relative_error", "kappa_bar"]
 
-_METHODS = ("LSODA", "BDF", "Radau", "RK45", "RK23", "DOP853")
-_METHODS_WITH_JAC = ("LSODA", "BDF", "Radau")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -134,39 +131,20 @@ def relative_error(r, ref):
 # --------------------------------------------------------------------------- kappa bar
 
 def _state_solver(model, method):
-    """``solve(p, x0, t0, t_eval, rtol, atol) -> x (K, nx)`` with the compiled model."""
-    fns, c, nx = model.fns, model.constants, model.n_states
-    rhs_into, jac_x_into = fns.rhs_into, fns.jac_x_into
+    """``solve(p, x0, t0, t_eval, rtol, atol) -> x (K, nx)``: :func:`pbsens.solvers.solve_states`."""
 
     def solve(p, x0, t0, t_eval, rtol, atol):
-        def fun(t, x):
-            out = np.empty(nx)
-            rhs_into(float(t), np.ascontiguousarray(x, dtype=np.float64), p, c, out)
-            return out
-
-        def jac(t, x):
-            out = np.empty((nx, nx))
-            jac_x_into(float(t), np.ascontiguousarray(x, dtype=np.float64), p, c, out)
-            return out
-
         if t_eval[-1] <= t0:  # every output at t0
             return np.tile(x0, (t_eval.size, 1))
-        kwargs = {"jac": jac} if method in _METHODS_WITH_JAC else {}
-        f = guard_stall(fun, nx) if method == "LSODA" else fun
         try:
-            with np.errstate(all="ignore"):
-                res = solve_ivp(f, (t0, t_eval[-1]), x0, method=method, t_eval=t_eval, rtol=rtol, atol=atol,
-                                **kwargs)
-        except _SolverStall as exc:
-            raise SolverError(f"perturbed state solve of model {model.name!r} for kappa_bar failed at "
-                              f"t = {exc.t:.6g} (method {method}): the solver stopped advancing "
-                              "(solution overflowing?)") from None
-        x = np.array(res.y.T)
-        x[t_eval == t0] = x0  # exactly, not from the solver's interpolant
-        if res.status != 0 or x.shape[0] != t_eval.size or not np.all(np.isfinite(x)):
-            why = res.message if res.status != 0 else "NaN/inf in the states"
+            tr = solve_states(model, (t0, t_eval[-1]), t_eval=t_eval[t_eval > t0], p=p, x0=x0, method=method,
+                              rtol=rtol, atol=atol, dense_output=False)
+        except SolverError as exc:
             raise SolverError(f"perturbed state solve of model {model.name!r} for kappa_bar failed "
-                              f"(method {method}, rtol {rtol:g}): {why}")
+                              f"(method {method}, rtol {rtol:g}): {exc}") from None
+        x = np.empty((t_eval.size, x0.size))
+        x[t_eval == t0] = x0  # exactly, not from the solver's interpolant
+        x[t_eval > t0] = tr.x[tr.eval_index]
         return x
 
     return solve
@@ -216,8 +194,8 @@ def kappa_bar(model, r, n_samples=100, seed=0, h_low=1e-5, h_high=1e-4, eps=None
         the perturbation ``h``: the numerator is a difference of ``O(h)`` terms
         whose truncation error is ``O(h^3)``).
     method : str
-        :func:`scipy.integrate.solve_ivp` method of the perturbed solves (the
-        compiled state Jacobian is passed to LSODA, BDF and Radau).
+        State solver of the perturbed solves, a :data:`pbsens.solvers.SOLVERS`
+        name (the compiled state Jacobian is passed to LSODA, BDF and Radau).
     progress : bool or None
         Show a tqdm progress bar over the samples; None: only when stderr is a
         terminal.
@@ -270,8 +248,8 @@ def kappa_bar(model, r, n_samples=100, seed=0, h_low=1e-5, h_high=1e-4, eps=None
                 or eps < 0:
             raise PbsensError(f"'eps' must be None or a finite number >= 0, got {eps!r}")
         eps = float(eps)
-    if method not in _METHODS:
-        raise PbsensError(f"'method' must be one of {list(_METHODS)}, got {method!r}")
+    if not isinstance(method, str) or method not in SOLVERS:
+        raise PbsensError(f"'method' must be one of {list(SOLVERS)}, got {method!r}")
     try:
         rng = np.random.default_rng(seed)
     except (TypeError, ValueError):

@@ -30,7 +30,11 @@ __all__ = ["EXPERIMENTS", "Experiment", "run", "experiments_dir"]
 
 
 class Experiment(NamedTuple):
-    """One experiment: its script (relative to the repository) and what it reproduces."""
+    """One experiment: its script (relative to the repository) and what it reproduces.
+
+    A script may hold a family of experiments (Figs 2 and 3 in one, Figs 4 and 5
+    in another); its ``RUNS`` maps each experiment's name to its ``run``.
+    """
 
     module: str
     description: str
@@ -41,13 +45,13 @@ class Experiment(NamedTuple):
 
 #: The experiments in the paper's order: name -> (script path, description).
 EXPERIMENTS = OrderedDict([
-    ("fig2_pka_error", Experiment("experiments/fig2_pka_error.py",
+    ("fig2_pka_error", Experiment("experiments/error_figures.py",
                                   "Fig 2: E_k per step of PBSR, Exp (+ pbsr2, exp2) vs tight FS, PKA [0, 600]")),
-    ("fig3_camkii_error", Experiment("experiments/fig3_camkii_error.py",
+    ("fig3_camkii_error", Experiment("experiments/error_figures.py",
                                      "Fig 3: E_k per step of PBSR, Exp (+ pbsr2, exp2) vs tight FS, CaMKII [0, 600]")),
-    ("fig4_pka_kappa", Experiment("experiments/fig4_pka_kappa.py",
+    ("fig4_pka_kappa", Experiment("experiments/kappa_figures.py",
                                   "Fig 4: kappa_bar(t) of PBSR, Exp, FS on PKA [0, 60000], N = 100")),
-    ("fig5_camkii_kappa", Experiment("experiments/fig5_camkii_kappa.py",
+    ("fig5_camkii_kappa", Experiment("experiments/kappa_figures.py",
                                      "Fig 5: kappa_bar(t) of PBSR, Exp, FS on CaMKII [0, 600], N = 100")),
     ("fig6_random_linear", Experiment("experiments/fig6_random_linear.py",
                                       "Fig 6: runtime vs n for the random linear system, FS / PBS / Exp, a n^b fits")),
@@ -82,7 +86,7 @@ def experiments_dir() -> Path:
 
 
 def _import(stem, folder):
-    """Import ``experiments/<stem>.py``; the folder goes on ``sys.path`` so that the scripts find ``_common``."""
+    """Import ``experiments/<stem>.py``; the folder goes on ``sys.path`` so that the scripts find their helpers."""
     if not (folder / f"{stem}.py").is_file():
         raise PbsensError(f"the experiment script {str(folder / (stem + '.py'))!r} is missing")
     if str(folder) not in sys.path:
@@ -93,6 +97,15 @@ def _import(stem, folder):
         raise PbsensError(f"importing the experiment script {stem!r} found another module of that name "
                           f"({getattr(mod, '__file__', None)!r}); rename it or run from a clean interpreter")
     return mod
+
+
+def _runner(name, folder):
+    """The ``run`` of experiment ``name``: ``RUNS[name]`` of its script."""
+    mod = _import(Path(EXPERIMENTS[name].module).stem, folder)
+    fn = getattr(mod, "RUNS", {}).get(name)
+    if fn is None:
+        raise PbsensError(f"the experiment script {EXPERIMENTS[name].module!r} has no run for {name!r} in its RUNS")
+    return fn
 
 
 def _check_names(names):
@@ -150,9 +163,9 @@ def run(names=None, quick=False, out_dir=None, progress=None, overrides=None) ->
     if stray:
         raise PbsensError(f"'overrides' names experiment(s) that are not run: {', '.join(map(repr, stray))}")
     folder = experiments_dir()
-    common = _import("_common", folder)
-    out = common.out_dir_for(out_dir, quick)
-    show = common.show_progress(progress)
+    results_io = _import("_results_io", folder)
+    out = results_io.out_dir_for(out_dir, quick)
+    show = results_io.show_progress(progress)
     t0 = time.perf_counter()
     results = OrderedDict()
     it = names
@@ -162,8 +175,8 @@ def run(names=None, quick=False, out_dir=None, progress=None, overrides=None) ->
     for name in it:
         if show:
             it.set_postfix_str(name)
-        mod = _import(Path(EXPERIMENTS[name].module).stem, folder)
-        results[name] = mod.run(quick=quick, out_dir=out, progress=progress, **overrides.get(name, {}))
+        results[name] = _runner(name, folder)(quick=quick, out_dir=out, progress=progress,
+                                              **overrides.get(name, {}))
     report = _import("make_report", folder).write_report(out, quick=quick)
     return {"out_dir": str(out), "report": str(report), "wall_time_s": time.perf_counter() - t0,
             "results": results}

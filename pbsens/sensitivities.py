@@ -1,6 +1,6 @@
 """The front door: :func:`sensitivities` (post-hoc PBSR, PBS, Exp and their second-order variants).
 
-Data flow: a :class:`~pbsens.solve.Trajectory` (or any solver's ``(t, x)``) ->
+Data flow: a :class:`~pbsens.solvers.Trajectory` (or any solver's ``(t, x)``) ->
 validated grid and options -> the march kernel (:mod:`pbsens.kernels.march`) ->
 :class:`~pbsens.result.SensitivityResult`. This module knows nothing of numba.
 """
@@ -13,7 +13,7 @@ import numpy as np
 from .errors import PbsensError
 from .kernels import codes
 from .result import BRANCH_NAMES, SensitivityResult
-from .solve import Trajectory, check_t_eval, merge_grid, solve_states
+from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
 
 __all__ = ["sensitivities", "METHODS"]
 

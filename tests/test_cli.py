@@ -131,7 +131,7 @@ def run_main(args, cwd, capsys, models=()):
     ``models``: already loaded models to hand to the command by name (their kernels
     are compiled in this process already; loading the file again would compile anew).
     """
-    import pbsens.cli as cli
+    import pbsens.cli.common as cli  # the commands load models through common._model
     known = {m.name: m for m in models}
     load = cli._model
     old = os.getcwd()

@@ -289,3 +289,86 @@ def test_event_without_assignments_is_dropped(tmp_path):
     path.write_text(text[:start] + marker + text[end:])
     m = pbsens.load_model(path)
     assert [e.name for e in m.spec.events] == ["dose"]
+
+
+def test_breakpoint_at_a_nonlinear_function_of_a_parameter():
+    # the switch of bp_switch at tau = s^2 instead of c: dx/ds = dx/dtau * 2 s
+    m = _model({"name": "bp_switch_sq", "states": [{"name": "x", "initial": 1.0}],
+                "parameters": [{"name": "k", "value": 0.8}, {"name": "a", "value": 3.0},
+                               {"name": "s", "value": 1.3}],
+                "definitions": [{"name": "u", "expression": "piecewise(0, t - s**2 < 0, a)"}],
+                "odes": {"x": "u - k*x"}})
+    assert m.breakpoints() == pytest.approx([1.69], rel=1e-15)
+    ts = np.array([0.0, 1.0, 2.0, 4.0])
+    X, S = _switch_exact([0.8, 3.0, 1.69], ts)
+    S[:, 2] *= 2 * 1.3
+    r = simulate(m, ts, method="fs")
+    assert np.allclose(r.x[:, 0], X, rtol=1e-7, atol=1e-10)
+    assert np.abs(r.S[:, 0, :] - S).max() <= 1e-6 * np.abs(S).max()
+
+
+def test_brannmark_two_steps_against_finite_differences():
+    # a real model with a second insulin step at an estimated time: fs against central differences
+    m = pbsens.load_model(os.path.join(PETAB, "Brannmark_JBC2010", "model_Brannmark_JBC2010.xml"))
+    p = m.p
+    for n, v in (("insulin_time_1", 0.0), ("insulin_dose_1", 1.2), ("insulin_time_2", 4.0), ("insulin_dose_2", 8.8)):
+        p[m.param_names.index(n)] = v
+    ts = np.array([0.0, 1.0, 3.9, 4.3, 5.0, 6.0])
+    S0 = np.zeros((m.n_states, m.n_params))
+    r = simulate(m, ts, p, x0=m.x0, S0=S0, method="fs", rtol=1e-10, atol=1e-12)
+    r2 = simulate(m, ts, p, x0=m.x0, S0=S0, method="exp2")
+    h = 1e-5
+    for name in ("insulin_time_2", "insulin_dose_2", "k1a"):
+        j = m.param_names.index(name)
+        pp, pm = p.copy(), p.copy()
+        pp[j] *= 1 + h
+        pm[j] *= 1 - h
+        xp = simulate(m, ts, pp, x0=m.x0, sensitivities=False, rtol=1e-12, atol=1e-14).x
+        xm = simulate(m, ts, pm, x0=m.x0, sensitivities=False, rtol=1e-12, atol=1e-14).x
+        fd = (xp - xm) / (2 * h * p[j])
+        scale = np.abs(fd).max()
+        assert np.abs(r.S[:, :, j] - fd).max() <= 1e-5 * scale, name
+        assert np.abs(r2.S[:, :, j] - fd).max() <= 1e-3 * scale, name
+
+
+def test_heaviside_step_in_time_at_a_parameter():
+    # the switch of bp_switch written as a * heaviside(t - c): same solution, and the model compiles although
+    # d heaviside / dc is a Dirac delta (zero away from the step; the jump is the breakpoint's)
+    m = _model({"name": "bp_heaviside", "states": [{"name": "x", "initial": 1.0}],
+                "parameters": [{"name": "k", "value": 0.8}, {"name": "a", "value": 3.0},
+                               {"name": "c", "value": 1.7}],
+                "odes": {"x": "a*heaviside(t - c) - k*x"}})
+    assert np.array_equal(m.breakpoints(), [1.7])
+    ts = np.array([0.0, 1.0, 2.0, 4.0])
+    X, S = _switch_exact(m.p, ts)
+    r = simulate(m, ts, method="fs")
+    assert np.allclose(r.x[:, 0], X, rtol=1e-7, atol=1e-10)
+    assert np.abs(r.S[:, 0, :] - S).max() <= 1e-6 * np.abs(S).max()
+
+
+def test_event_setting_a_parameter_makes_it_a_state(tmp_path):
+    # at time >= T the rate constant k switches to k2: k becomes a state with k' = 0
+    text = open(os.path.join(SBML, "event_dose.xml")).read()
+    start = text.index("<listOfEvents>")
+    end = text.index("</listOfEvents>") + len("</listOfEvents>")
+    events = ('<listOfEvents><event id="switch_k" useValuesFromTriggerTime="true">'
+              '<trigger initialValue="true" persistent="true"><math xmlns="http://www.w3.org/1998/Math/MathML">'
+              '<apply><gt/><csymbol encoding="text" definitionURL="http://www.sbml.org/sbml/symbols/time"> time '
+              '</csymbol><ci> td </ci></apply></math></trigger><listOfEventAssignments>'
+              '<eventAssignment variable="k"><math xmlns="http://www.w3.org/1998/Math/MathML"><ci> h </ci></math>'
+              '</eventAssignment></listOfEventAssignments></event></listOfEvents>')
+    path = tmp_path / "switch_k.xml"
+    text = text[:start] + events + text[end:]
+    path.write_text(text.replace('<parameter id="k" value="0.5" constant="true"/>',
+                                 '<parameter id="k" value="0.5" constant="false"/>'))
+    m = pbsens.load_model(path)
+    assert m.state_names == ["x", "k"] and m.spec.odes["k"] == "0"
+    assert "k" not in m.param_names
+    ts = np.array([0.0, 1.0, 2.0, 3.0])
+    r = simulate(m, ts, method="fs")
+    x0, td, h = 1.5, 2.0, 0.4
+    X = np.where(ts < td, x0 * np.exp(-0.5 * ts), x0 * np.exp(-0.5 * td) * np.exp(-h * (ts - td)))
+    assert np.allclose(r.x[:, 0], X, rtol=1e-7)
+    assert np.allclose(r.x[:, 1], [0.5, 0.5, h, h])
+    # d x(3) / d h = -(t - td) x(3)
+    assert r.S[-1, 0, m.param_names.index("h")] == pytest.approx(-(3.0 - td) * X[-1], rel=1e-6)

@@ -113,3 +113,43 @@ def test_report_of_an_empty_folder_says_not_run(tmp_path):
         if name != "fig7_8_chua":
             assert f"`{name}.json`" in text, name
     assert text.count("Not run") >= len(reproduce.EXPERIMENTS)
+
+
+def _experiment_module(stem):
+    """Import ``experiments/<stem>.py`` as pbsens.reproduce does (the folder on sys.path while importing)."""
+    import importlib
+    import sys
+    folder = reproduce.experiments_dir()
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(stem)
+    finally:
+        sys.path.remove(str(folder))
+
+
+def test_every_experiment_has_its_own_run_in_its_script():
+    """Family scripts (Figs 2/3, Figs 4/5) hold one run per figure; every script runs exactly its names."""
+    by_script = {}
+    for name, entry in reproduce.EXPERIMENTS.items():
+        by_script.setdefault(entry.module, []).append(name)
+    assert by_script["experiments/error_figures.py"] == ["fig2_pka_error", "fig3_camkii_error"]
+    assert by_script["experiments/kappa_figures.py"] == ["fig4_pka_kappa", "fig5_camkii_kappa"]
+    runs = []
+    for module, names in by_script.items():
+        mod = _experiment_module(Path(module).stem)
+        assert sorted(mod.RUNS) == sorted(names), module
+        runs += [mod.RUNS[n] for n in names]
+    assert len(set(map(id, runs))) == len(reproduce.EXPERIMENTS)   # no two names share a run
+
+
+def test_experiments_run_blas_on_one_thread_and_restore_it():
+    from threadpoolctl import threadpool_info, threadpool_limits
+    machine = _experiment_module("_machine")
+    with threadpool_limits(limits=2, user_api="blas"):
+        with machine.blas_threads(1):
+            inside = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+        after = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    assert inside and all(n == 1 for n in inside)
+    assert all(n == 2 for n in after)
+    kernels = machine.openblas_kernels()
+    assert all(isinstance(core, str) and core for core in kernels.values())

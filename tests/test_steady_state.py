@@ -139,3 +139,12 @@ def test_bad_arguments_are_named(prod_deg):
         steady_state(prod_deg, strategy="guess")
     with pytest.raises(pbsens.PbsensError, match="'x0'"):
         steady_state(prod_deg, x0=[1.0])
+
+
+def test_newton_rejects_an_unstable_steady_state():
+    # x' = x (x - 1)(2 - x): from x0 = 1.2 Newton goes to the unstable root 1, the flow to the stable root 2
+    m = _model({"name": "ss_bistable", "states": [{"name": "x", "initial": 1.2}],
+                "parameters": [{"name": "r", "value": 1.0}], "odes": {"x": "r*x*(x - 1)*(2 - x)"}})
+    x, _, info = steady_state(m, strategy="newton", return_info=True)
+    assert info["strategy"] == "simulate"
+    assert x[0] == pytest.approx(2.0, rel=1e-10)

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ..errors import PbsensError, SolverError
-from ..solve import check_t_eval
+from ..solvers import check_t_eval
 from .fisher import broadcast_sigma, weighted_gram
 from .observables import n_observables, observable_names, output_sensitivities
 
@@ -78,7 +78,7 @@ class GaussianLikelihood:
     x0 : array_like, optional
         Initial state (default ``model.initial_state(p)`` for each ``p``).
     solver : str, optional
-        ``solve_ivp`` method: of the state solve for the post-hoc methods (default
+        Solver name (:data:`pbsens.solvers.SOLVERS`): of the state solve for the post-hoc methods (default
         ``"LSODA"``), of the augmented system for ``"fs"`` (default ``"BDF"``).
     rtol, atol : float, optional
         Solver tolerances (default: those of :func:`pbsens.sensitivities`, 1e-5/1e-6,
@@ -176,7 +176,7 @@ class GaussianLikelihood:
         self.p = model.check_p(p)
         self.x0 = None if x0 is None else model.check_x(x0, "x0")
         if solver is not None and not isinstance(solver, str):
-            raise PbsensError(f"'solver' must be a solve_ivp method name, got {solver!r}")
+            raise PbsensError(f"'solver' must be a solver name (pbsens.solvers.SOLVERS), got {solver!r}")
         self.solver = solver
         self.rtol = _positive_tol(rtol, "rtol")
         self.atol = _positive_tol(atol, "atol")

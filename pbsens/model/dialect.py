@@ -2,19 +2,22 @@
 
 The SBML and SBtab readers both emit dialect text: they need the dialect's
 function names, number literals written the same way, the value of a
-name-free expression, the names an expression uses, and the sum of
-stoichiometric coefficient times flux that makes a species' right-hand side.
+name-free expression, the names an expression uses, fresh names for ids the
+dialect would misread, and the sum of stoichiometric coefficient times flux
+that makes a species' right-hand side.
 None of this needs sympy (:mod:`pbsens.model.symbolic` is where expressions
 become sympy objects).
 """
 from __future__ import annotations
 
 import ast
+import keyword
 import math
 
 from ..errors import ModelError
 
-__all__ = ["DIALECT_FUNCTIONS", "number_text", "eval_numeric", "names_in"]
+__all__ = ["DIALECT_FUNCTIONS", "number_text", "eval_numeric", "names_in", "fresh_name", "flux_term",
+           "flux_sum"]
 
 #: Function names of the expression dialect (see pbsens.model.symbolic.FUNCTIONS).
 DIALECT_FUNCTIONS = frozenset({
@@ -91,3 +94,27 @@ def names_in(expr: str) -> set:
     tree = ast.parse(expr.replace("^", "**"), mode="eval")
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
+
+
+def fresh_name(name, taken, reserved=()):
+    """``name`` with ``_`` appended until it is not in ``taken``, not a Python keyword
+    and not in ``reserved``."""
+    while name in taken or keyword.iskeyword(name) or name in reserved:
+        name += "_"
+    return name
+
+
+def flux_term(coef, flux):
+    """One signed term of a flux sum: ``+flux``, ``-flux``, ``+2*flux``... ('' for 0)."""
+    if coef == 0:
+        return ""
+    if coef == 1:
+        return f"+{flux}"
+    if coef == -1:
+        return f"-{flux}"
+    return f"{'+' if coef > 0 else '-'}{number_text(abs(coef))}*{flux}"
+
+
+def flux_sum(terms):
+    """Signed terms (as from :func:`flux_term`) joined into one expression; "0" when none."""
+    return "".join(terms).lstrip("+") or "0"

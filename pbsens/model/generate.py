@@ -25,6 +25,11 @@ class _Printer(PythonCodePrinter):
     def _print_Heaviside(self, expr):  # H(0) = 1, as in SBML-style step functions
         return f"(1.0 if {self._print(expr.args[0])} >= 0 else 0.0)"
 
+    def _print_DiracDelta(self, expr):
+        # the derivative of a step is zero away from the step; at a step in time the solvers stop and
+        # the sensitivities jump (pbsens.problems.simulate), so the Jacobians only need the zero part
+        return "0.0"
+
     def _print_sign(self, expr):
         a = self._print(expr.args[0])
         return f"(0.0 if {a} == 0 else math.copysign(1.0, {a}))"

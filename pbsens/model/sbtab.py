@@ -91,10 +91,8 @@ import os
 import re
 
 from ..errors import ModelError
-from .dialect import DIALECT_FUNCTIONS as _DIALECT_FUNCTIONS
-from .dialect import eval_numeric as _eval_numeric
-from .dialect import number_text as _num
-from .sbml.rules import toposort as _toposort
+from .dialect import DIALECT_FUNCTIONS, eval_numeric, flux_sum, flux_term, fresh_name, number_text
+from .sbml.rules import toposort
 from .spec import Definition, ModelSpec, Quantity
 
 __all__ = ["read_sbtab"]
@@ -289,6 +287,7 @@ def read_sbtab(folder, experiment=None) -> ModelSpec:
     Returns
     -------
     ModelSpec
+        Validated; ``meta["sbtab"]`` records the folder and which file holds each table.
 
     Raises
     ------
@@ -350,7 +349,7 @@ class _Builder:
         for ident in self.defined:
             if keyword.iskeyword(ident) or ident == "pi":
                 renames[ident] = self._fresh(ident)
-            elif ident in _DIALECT_FUNCTIONS:
+            elif ident in DIALECT_FUNCTIONS:
                 call_renames[ident] = self._fresh(ident)
         for alias in ("t", "time"):
             if alias not in self.defined and alias != self.time:
@@ -359,10 +358,7 @@ class _Builder:
         self.name = {i: renames.get(i, call_renames.get(i, i)) for i in self.defined}
 
     def _fresh(self, ident):
-        new = ident + "_"
-        while new in self.defined or keyword.iskeyword(new):
-            new += "_"
-        return new
+        return fresh_name(ident + "_", self.defined)
 
     def _rewrite(self, text):
         """Apply renames to a formula and turn ``^`` into ``**``."""
@@ -392,12 +388,12 @@ class _Builder:
         known = set(self.name.values()) | {self.time} if allowed is None else set(allowed)
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
-                if not isinstance(node.func, ast.Name) or node.func.id not in _DIALECT_FUNCTIONS:
+                if not isinstance(node.func, ast.Name) or node.func.id not in DIALECT_FUNCTIONS:
                     fn = getattr(node.func, "id", ast.dump(node.func))
                     raise table.error(line, column, f"unknown function {fn!r} in {text!r}; allowed: "
-                                                    f"{', '.join(sorted(_DIALECT_FUNCTIONS))}")
+                                                    f"{', '.join(sorted(DIALECT_FUNCTIONS))}")
             elif isinstance(node, ast.Name):
-                if node.id not in known and node.id != "pi" and node.id not in _DIALECT_FUNCTIONS:
+                if node.id not in known and node.id != "pi" and node.id not in DIALECT_FUNCTIONS:
                     what = "unknown name" if allowed is None else "name not allowed here"
                     raise table.error(line, column, f"{what} {node.id!r} in {text!r}")
             elif not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
@@ -441,7 +437,7 @@ class _Builder:
             raw, col = t.get(cells, "value")
             scale, scol = t.get(cells, "scale")
             v = _scaled(_number(raw, t, n, col), scale, t, n, scol)
-            defs.append((name[ident], _num(v), ident))
+            defs.append((name[ident], number_text(v), ident))
             unit(t, n, cells, ident)
 
         # compounds
@@ -467,14 +463,14 @@ class _Builder:
                 value = _scaled(_number(raw, t, n, col), scale, t, n, scol)
             else:
                 value = self._formula(raw, t, n, col, allowed=pnames)
-                num = _eval_numeric(value)
+                num = eval_numeric(value)
                 value = num if num is not None else value
             const, ccol = t.get(cells, "isconstant")
             if const and _truth(const, t, n, ccol):
                 if isinstance(value, str):
                     defs.append((nm, value, ident))
                 else:
-                    defs.append((nm, _num(value), ident))
+                    defs.append((nm, number_text(value), ident))
                 constant_compounds.add(nm)
             else:
                 states.append(Quantity(nm, value))
@@ -507,17 +503,7 @@ class _Builder:
                     boundary.setdefault(ident, []).append(sp)
             if rev:
                 reversible[ident] = _truth(rev, t, n, rcol)
-        odes = {}
-        for s in states:
-            terms = []
-            for rname, c in coefs[s.name]:
-                if c == 1:
-                    terms.append(f"+{rname}")
-                elif c == -1:
-                    terms.append(f"-{rname}")
-                else:
-                    terms.append(f"{'+' if c > 0 else '-'}{_num(abs(c))}*{rname}")
-            odes[s.name] = "".join(terms).lstrip("+") or "0"
+        odes = {s.name: flux_sum(flux_term(c, rname) for rname, c in coefs[s.name]) for s in states}
 
         outputs = []
         for t, n, cells in self._rows("output"):
@@ -531,22 +517,13 @@ class _Builder:
             if used:
                 raise ModelError(f"{self.src}: {d[2]!r} uses output(s) {', '.join(sorted(used))}; outputs "
                                  f"cannot be used by expressions, kinetic laws or other outputs")
-        definitions = _toposort(defs, self.src)
+        definitions = toposort(defs, self.src)
 
         experiments = self._experiments(state_names, constant_compounds, set(pnames))
-        if inputs:
-            meta["inputs"] = [q.name for q in inputs]
-        if experiments:
-            meta["experiments"] = experiments
-        if reversible:
-            meta["reversible"] = reversible
-        if boundary:
-            meta["boundary_participants"] = boundary
-        if units:
-            meta["units"] = units
         renamed = {k: v for k, v in name.items() if k != v}
-        if renamed:
-            meta["sbtab_names"] = renamed
+        meta.update((key, value) for key, value in (
+            ("inputs", [q.name for q in inputs]), ("experiments", experiments), ("reversible", reversible),
+            ("boundary_participants", boundary), ("units", units), ("sbtab_names", renamed)) if value)
 
         parameters = params + inputs
         if experiment is not None:
@@ -556,7 +533,7 @@ class _Builder:
             e = experiments[experiment]
             parameters = [Quantity(q.name, e["inputs"].get(q.name, q.value)) for q in parameters]
             states = [Quantity(s.name, e["initial"].get(s.name, s.value)) for s in states]
-            definitions = [Definition(d.name, _num(e["initial"][d.name])) if d.name in e["initial"] else d
+            definitions = [Definition(d.name, number_text(e["initial"][d.name])) if d.name in e["initial"] else d
                            for d in definitions]
             meta["experiment"] = experiment
             meta["t0"] = e["t0"]

@@ -101,8 +101,8 @@ def _check_columns(files):
         cols = list(pd.read_csv(path, sep="\t", nrows=0).columns)
         for c in required:
             if c not in cols:
-                raise PetabError(f"{_where(files, table, column=c)}: the required column is missing "
-                                 f"(the file has {', '.join(cols)})")
+                raise PetabError(f"{table} file {path!r}, header row (line 1), column {c!r}: the required "
+                                 f"column is missing (the file has {', '.join(cols)})")
 
 
 def read_problem(yaml_path):

@@ -33,7 +33,10 @@ Conventions
   computed by :func:`pbsens.problems.steady_state.steady_state` (events and
   breakpoints after the last finite time are not applied on the way there).
 * An output at the time of an event reports the state **after** the event
-  (right-continuous, like ``t >= tau``); so does its sensitivity.
+  (right-continuous, like ``t >= tau``); so does its sensitivity. An output at
+  a breakpoint or event whose time depends on ``p`` is not differentiable in
+  that parameter there: ``S`` is then the one-sided derivative with the jump
+  applied (the limit of the outputs just after the stop).
 * An event fires when the time reaches its trigger time ``tau`` with
   ``t0 < tau <= t_last``, ``t_last`` the last finite output time. An event
   with ``tau <= t0`` fires at ``t0`` only when its trigger's ``initial_value``
@@ -223,7 +226,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     sensitivities : bool
         Compute ``S`` (else ``Simulation.S`` is ``None``: states only).
     solver : str, optional
-        The :func:`scipy.integrate.solve_ivp` method: default ``"LSODA"`` for
+        The state solver (a name in ``pbsens.solvers.SOLVERS``): default ``"LSODA"`` for
         the state solves of the post-hoc methods, ``"BDF"`` for ``"fs"``.
     rtol, atol : float
         Solver tolerances (of the states; of states and sensitivities for ``"fs"``).

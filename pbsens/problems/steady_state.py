@@ -90,6 +90,20 @@ def _newton(model, t, x, p, rtol, atol, max_steps):
     return x, err, err < 1.0
 
 
+def _plausible(model, t, x0, x, p, atol):
+    """A Newton result is kept only if it is stable (no eigenvalue of ``A`` with a positive real part)
+    and keeps non-negative starting states non-negative; otherwise the simulation decides."""
+    if np.all(x0 >= 0) and np.any(x < -10 * atol):
+        return False
+    A = model.jac_x(t, x, p)
+    try:
+        ev = np.linalg.eigvals(A)
+    except np.linalg.LinAlgError:
+        return False
+    scale = max(np.abs(A).max(), 1e-300)
+    return bool(np.all(ev.real <= 1e-8 * scale))
+
+
 def _simulate_to_steady_state(model, t, x, p, rtol, atol, solver, max_time, sim_rtol, sim_atol):
     from .. import solve_states
     f = model.rhs(t, x, p)
@@ -193,6 +207,7 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
     used, t_ss, converged = strategy, t, False
     if strategy == "newton":
         xn, err, converged = _newton(model, t, x, p, rtol, atol, newton_steps)
+        converged = converged and _plausible(model, t, x, xn, p, atol)
         if converged:
             x = xn
         else:

@@ -10,7 +10,8 @@ Where each part lives
 ---------------------
 =====================  ==========================================================
 ``read``               :func:`read_sbml` and the reader that orchestrates the steps
-``mathml``             MathML <-> dialect, function definitions, piecewise
+``mathml``             MathML -> dialect, function definitions, piecewise
+``to_mathml``          dialect -> MathML (for writing)
 ``rules``              assignment/rate rules, initial assignments and values, order
 ``compartments``       compartments, species amounts vs concentrations, conversion
 ``reactions``          participants, stoichiometry, species right-hand sides
@@ -95,7 +96,8 @@ from ..dialect import eval_numeric as _eval_numeric  # noqa: F401
 from ..dialect import names_in as _names_in  # noqa: F401
 from ..dialect import number_text as _num  # noqa: F401
 from .annotation import PBSENS_NS
-from .mathml import expression_to_sbml_math, sbml_math_to_expression
+from .mathml import sbml_math_to_expression
+from .to_mathml import expression_to_sbml_math
 from .read import read_sbml
 from .rules import toposort as _toposort  # noqa: F401
 from .write import to_sbml

@@ -12,7 +12,7 @@ import keyword
 import math
 
 from ...errors import ModelError
-from ..dialect import DIALECT_FUNCTIONS
+from ..dialect import DIALECT_FUNCTIONS, fresh_name
 
 #: Names an SBML id may not keep: they would be read as something else.
 RESERVED = DIALECT_FUNCTIONS | {"pi"}
@@ -55,8 +55,7 @@ def spec_names(ids, time_name):
     for ident in ids:
         new = ident
         if new in RESERVED or keyword.iskeyword(new) or new == time_name:
-            while new in taken or new in RESERVED or keyword.iskeyword(new) or new == time_name:
-                new += "_"
+            new = fresh_name(new, taken, RESERVED)     # taken holds time_name
             taken.add(new)
             renamed[ident] = new
         names[ident] = new
@@ -75,9 +74,7 @@ def promote_local_parameters(reactions, level, names, taken, source):
         lst = kl.getListOfLocalParameters() if level >= 3 else kl.getListOfParameters()
         for j in range(lst.size()):
             lp = lst.get(j)
-            new = f"{names[rid]}__{lp.getId()}"
-            while new in taken or keyword.iskeyword(new):
-                new += "_"
+            new = fresh_name(f"{names[rid]}__{lp.getId()}", taken)
             taken.add(new)
             value = lp.getValue()
             if not lp.isSetValue() or not math.isfinite(value):

@@ -14,7 +14,7 @@ import math
 import re
 import warnings
 
-from ..dialect import eval_numeric, number_text
+from ..dialect import eval_numeric, flux_sum, flux_term, number_text
 from .compartments import species_rate
 
 
@@ -99,11 +99,7 @@ def species_rhs(ctx, sid, participants):
             coef = "".join(coef_expr) + (("+" if coef_num >= 0 else "") + number_text(coef_num) if coef_num else "")
             coef = coef.lstrip("+")
             terms.append(f"+{coef}*{flux}" if re.fullmatch(r"\([^()]*\)", coef) else f"+({coef})*{flux}")
-        elif coef_num == 1:
-            terms.append(f"+{flux}")
-        elif coef_num == -1:
-            terms.append(f"-{flux}")
-        elif coef_num != 0:
-            terms.append(f"{'+' if coef_num > 0 else '-'}{number_text(abs(coef_num))}*{flux}")
-    total = "".join(terms).lstrip("+") or "0"
+        else:
+            terms.append(flux_term(coef_num, flux))
+    total = flux_sum(terms)
     return species_rate(ctx, ctx.species[sid], total)

@@ -60,6 +60,7 @@ def read_sbml(path, parameters=None) -> ModelSpec:
     Returns
     -------
     ModelSpec
+        Validated; ``meta["sbml"]`` records the file, its level and version, and the model id.
 
     Raises
     ------
@@ -100,7 +101,10 @@ class SbmlReader:
         self.time_names: set = set()
         self.fdefs = read_function_definitions(L, self.m, source)
         self.walker = MathToDialect(L, self.fdefs, "t")
-        self.events = ()
+        self.events = ()          # filled by build() through .events.read_events
+        # initial values (.rules.initial_value): memo, the symbols being computed, and
+        # whether selected parameters stay symbolic (False) or are replaced by numbers (True)
+        self.init_cache, self.init_busy, self.numeric_mode = {}, [], True
 
     # ------------------------------------------------------------ scanning
     def add_unsupported(self, kind, ident):
@@ -331,16 +335,9 @@ class SbmlReader:
         meta = dict(annotation.get("meta", {}))
         meta["sbml"] = {"file": self.path, "level": self.doc.getLevel(), "version": self.doc.getVersion(),
                         "model_id": m.getId()}
-        if renamed:
-            meta["sbml_names"] = renamed
-        if local_meta:
-            meta["local_parameters"] = local_meta
-        if fixed_meta:
-            meta["fixed"] = fixed_meta
-        if compartments_meta:
-            meta["compartments"] = compartments_meta
-        if self.ignored:
-            meta["sbml_ignored"] = [list(x) for x in self.ignored]
+        meta.update((key, value) for key, value in (
+            ("sbml_names", renamed), ("local_parameters", local_meta), ("fixed", fixed_meta),
+            ("compartments", compartments_meta), ("sbml_ignored", [list(x) for x in self.ignored])) if value)
         name = annotation.get("name") or m.getId() or m.getName() or os.path.splitext(os.path.basename(self.path))[0]
         title = annotation.get("title", m.getName() if m.isSetName() else "")
         spec = ModelSpec(name=name, states=spec_states, parameters=spec_params, odes=odes,

@@ -8,7 +8,7 @@ from ...errors import ModelError, PbsensError
 from ..spec import ModelSpec
 from .annotation import annotation_xml
 from .document import check_consistency, check_status, load_libsbml
-from .mathml import expression_to_sbml_math
+from .to_mathml import expression_to_sbml_math
 
 __all__ = ["to_sbml"]
 

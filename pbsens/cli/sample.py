@@ -1,13 +1,13 @@
 """``pbsens sample PROBLEM``: parallel SMMALA chains on a PEtab or SBtab estimation problem.
 
-Registered in :mod:`pbsens.cli` through :func:`add_parser`; :func:`run` does the work.
+Registered in :data:`pbsens.cli.main.COMMANDS`; :func:`add_parser` adds the parser, :func:`run` does the work.
 """
 from __future__ import annotations
 
 import os
 import sys
 
-from .errors import PbsensError
+from ..errors import PbsensError
 
 __all__ = ["add_parser", "run"]
 
@@ -42,9 +42,9 @@ def add_parser(subparsers):
 
 def run(args):
     """``pbsens sample``: sample, write the outputs, print the summary table."""
-    from .inference.chains import sample
-    from .inference.sample_output import prepare_out_dir, summary, write_sample_output
-    from .problems import load
+    from ..inference.chains import sample
+    from ..inference.sample_output import prepare_out_dir, summary, write_sample_output
+    from ..problems import load
     prepare_out_dir(args.out, args.force)     # fail before sampling, not after
     if not os.path.exists(args.problem):
         raise PbsensError(f"PROBLEM {args.problem!r} does not exist")

@@ -1,6 +1,6 @@
 """``pbsens petab PROBLEM.yaml``: log-likelihood, gradient and a data-vs-simulation plot.
 
-Registered in :mod:`pbsens.cli` through :func:`add_parser`; :func:`run` does the work.
+One entry of :data:`pbsens.cli.main.COMMANDS`: :func:`add_parser` and :func:`run`.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from .errors import PbsensError
+from ..errors import PbsensError
 
 __all__ = ["add_parser", "run", "read_theta", "plot_fit"]
 
@@ -131,7 +131,7 @@ def plot_fit(problem, result, path):
 
 def run(args):
     """``pbsens petab``: print llh, chi2, gradient norm and time per condition."""
-    from .problems import load
+    from ..problems import load
     if args.plot and not args.plot.lower().endswith((".png", ".pdf", ".svg")):
         raise PbsensError(f"'--plot': {args.plot!r} must end in .png, .pdf or .svg")
     problem = load(args.problem)

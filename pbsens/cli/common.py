@@ -1,0 +1,269 @@
+"""What the ``pbsens`` commands share: argument types, model/time/parameter arguments,
+output-path checks and writing results.
+
+Nothing here parses a whole command line (that is :mod:`pbsens.cli.main`) or runs a
+command (one module per command).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from ..errors import PbsensError
+
+#: State solvers accepted by ``--solver`` (scipy's stepper classes by name).
+SOLVERS = ("LSODA", "BDF", "Radau", "RK45", "RK23", "DOP853")
+DATA_EXT = (".npz", ".csv")
+PLOT_EXT = (".png", ".pdf", ".svg")
+TABLE_EXT = (".csv", ".json")
+
+
+# ----------------------------------------------------------------- argument types
+def positive_float(text):
+    """argparse type: a positive finite number (argparse names the option on failure)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (np.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return v
+
+
+def nonneg_int(text):
+    """argparse type: an integer >= 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return v
+
+
+def pos_int(text):
+    """argparse type: an integer >= 1."""
+    v = nonneg_int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return v
+
+
+def show_progress(args):
+    """Progress bars only on a terminal and without ``--quiet``."""
+    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
+def say(args, *a, **kw):
+    """``print`` unless ``--quiet``."""
+    if not getattr(args, "quiet", False):
+        print(*a, **kw)
+
+
+def _model(name):
+    """The model named on the command line (every command loads it here; tests substitute it)."""
+    from .. import load_model
+    return load_model(name)
+
+
+def t_span_arg(args):
+    """``(t0, t1)`` from ``--t-end`` or ``--t-span``."""
+    if args.t_span is not None:
+        a, b = args.t_span
+        if not (np.isfinite(a) and np.isfinite(b) and b > a):
+            raise PbsensError(f"'--t-span' needs finite A < B, got {a:g} {b:g}")
+        return (float(a), float(b))
+    if not (np.isfinite(args.t_end) and args.t_end > 0):
+        raise PbsensError(f"'--t-end' must be a positive number, got {args.t_end:g}")
+    return (0.0, float(args.t_end))
+
+
+def t_eval_arg(spec, t_span):
+    """``FILE`` (one time per line / .npy) or ``a:b:n`` (n points from a to b), checked against ``t_span``."""
+    from ..solvers import check_t_eval
+    if spec is None:
+        return None
+    if ":" in spec and not os.path.exists(spec):
+        try:
+            a, b, n = spec.split(":")
+            te = np.linspace(float(a), float(b), int(n))
+        except ValueError:
+            raise PbsensError(f"'--t-eval' must be FILE or a:b:n, got {spec!r}") from None
+        if int(n) < 1:
+            raise PbsensError(f"'--t-eval': the number of points n must be >= 1, got {spec!r}")
+    else:
+        if not os.path.exists(spec):
+            raise PbsensError(f"'--t-eval': file {spec!r} does not exist")
+        try:
+            te = np.load(spec) if spec.endswith(".npy") else np.loadtxt(spec, ndmin=1)
+        except (OSError, ValueError) as exc:
+            raise PbsensError(f"'--t-eval': cannot read times from {spec!r}: {exc}") from None
+    return check_t_eval(te, t_span, name="--t-eval")
+
+
+def params_arg(model, items):
+    """The model's parameters with ``--param NAME=VALUE`` applied."""
+    p = model.p
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise PbsensError(f"'--param' takes NAME=VALUE, got {item!r}")
+        if name not in model.param_names:
+            raise PbsensError(f"'--param': model {model.name!r} has no parameter {name!r}")
+        try:
+            v = float(value)
+        except ValueError:
+            raise PbsensError(f"'--param': value of {name!r} is not a number: {value!r}") from None
+        if not np.isfinite(v):
+            raise PbsensError(f"'--param': value of {name!r} must be finite, got {value!r}")
+        p[model.param_names.index(name)] = v
+    return p
+
+
+def check_path(path, force, option, extensions):
+    """Refuse an output path before any computation: wrong extension, missing folder, existing file."""
+    if path is None:
+        return
+    if not path.lower().endswith(extensions):
+        raise PbsensError(f"'{option}' must end in {' or '.join(extensions)}, got {path!r}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise PbsensError(f"'{option}': folder {parent!r} does not exist")
+    if os.path.exists(path) and not force:
+        raise PbsensError(f"'{option}': {path!r} exists; use --force to overwrite it")
+
+
+def check_out(path, force):
+    """``--out`` of a data file (.npz/.csv)."""
+    check_path(path, force, "--out", DATA_EXT)
+
+
+def check_distinct(args, *options):
+    """Refuse two output options naming the same file."""
+    paths = [(o, getattr(args, o.lstrip("-").replace("-", "_"))) for o in options]
+    paths = [(o, os.path.abspath(p)) for o, p in paths if p]
+    if len({p for _, p in paths}) < len(paths):
+        raise PbsensError(f"{' and '.join(repr(o) for o, _ in paths)} name the same file")
+
+
+def fmt_time(sec):
+    """Seconds as ``12.3 ms`` or ``1.23 s`` (``-`` for None)."""
+    if sec is None:
+        return "-"
+    return f"{sec * 1e3:.1f} ms" if sec < 1 else f"{sec:.2f} s"
+
+
+def write_states(path, t, x, state_names):
+    """Write ``t, x`` with state names to ``.npz`` or ``.csv``."""
+    if path.endswith(".npz"):
+        np.savez(path, t=t, x=x, state_names=np.array(state_names))
+    else:
+        header = ",".join(["t"] + list(state_names))
+        np.savetxt(path, np.column_stack([t, x]), delimiter=",", header=header, comments="")
+
+
+def result_columns(r):
+    """Column names of a result in CSV form: ``t``, the states, then ``dX/dP`` state-major.
+
+    Parameters
+    ----------
+    r : SensitivityResult
+
+    Returns
+    -------
+    list of str
+        ``["t", x_1, ..., x_n, "dx_1/dp_1", "dx_1/dp_2", ...]``; the column for
+        ``S[:, i, j]`` is ``1 + n_states + i * n_params + j``.
+    """
+    return (["t"] + list(r.state_names)
+            + [f"d{s}/d{q}" for s in r.state_names for q in r.param_names])
+
+
+def write_result(path, r, t_span=None):
+    """Write a :class:`~pbsens.result.SensitivityResult` to ``.npz`` or ``.csv``, with names.
+
+    Parameters
+    ----------
+    path : str
+        ``.npz``: arrays ``t`` (K,), ``x`` (K, nx), ``S`` (K, nx, np),
+        ``state_names``, ``param_names``, ``p``, ``x0``, ``method``, ``model``,
+        ``t_span``, and for post-hoc methods ``grid``, ``branch``, ``n_int`` (empty
+        for ``fs``); all plain (no pickles). ``.csv``: one row per output time,
+        columns :func:`result_columns` in a header line.
+    r : SensitivityResult
+    t_span : (float, float), optional
+        Stored in the ``.npz``.
+    """
+    if path.endswith(".npz"):
+        empty_f, empty_i = np.array([], dtype=np.float64), np.array([], dtype=np.int64)
+        np.savez(path, t=r.t, x=r.x, S=r.S, state_names=np.array(r.state_names, dtype=str),
+                 param_names=np.array(r.param_names, dtype=str), p=r.p, x0=r.x0,
+                 method=np.array(r.method), model=np.array(r.model_name),
+                 t_span=np.array(t_span if t_span is not None else (np.nan, np.nan), dtype=np.float64),
+                 grid=r.grid if r.grid is not None else empty_f,
+                 branch=np.asarray(r.branch, dtype=str) if r.branch is not None else np.array([], dtype=str),
+                 n_int=r.n_int if r.n_int is not None else empty_i)
+    else:
+        data = np.column_stack([r.t, r.x, r.S.reshape(r.S.shape[0], -1)])
+        np.savetxt(path, data, delimiter=",", header=",".join(result_columns(r)), comments="", fmt="%.17g")
+
+
+def branch_summary(r):
+    """One line: the march branches taken, with counts (and PBS sub-steps)."""
+    counts = r.branch_counts()
+    if not counts:
+        return "-"
+    parts = []
+    for name in ("pbs", "exp-equilibrium", "exp-stiff", "exp", "exp2"):
+        if name in counts:
+            parts.append(f"{name} {counts[name]}")
+    parts += [f"{k} {v}" for k, v in counts.items() if k not in ("pbs", "exp-equilibrium", "exp-stiff",
+                                                                   "exp", "exp2")]
+    text = ", ".join(parts)
+    if "pbs" in counts and r.n_int is not None:
+        ni = np.asarray(r.n_int)[np.asarray(r.branch) == "pbs"]
+        text += f" (PBS sub-steps: {int(ni.sum())} in all, at most {int(ni.max())} per interval)"
+    return text
+
+
+def forward_function():
+    """:func:`pbsens.forward.forward_sensitivities`, or a PbsensError when it cannot be imported."""
+    try:
+        from ..forward import forward_sensitivities
+    except ImportError as exc:  # pragma: no cover - module written by another part of the project
+        raise PbsensError(f"forward sensitivities are not available (cannot import pbsens.forward: {exc})") \
+            from None
+    return forward_sensitivities
+
+
+def metric_functions():
+    """``(relative_error, kappa_bar)``, or a PbsensError when they cannot be imported."""
+    try:
+        from ..metrics import kappa_bar, relative_error
+    except ImportError as exc:
+        raise PbsensError(f"accuracy measures are not available (cannot import pbsens.metrics: {exc})") from None
+    return relative_error, kappa_bar
+
+
+def add_model_and_span(sp):
+    """``MODEL``, ``--t-end``/``--t-span``, ``--t-eval`` and ``--param``: the options every solve needs."""
+    sp.add_argument("model", metavar="MODEL",
+                    help="built-in model name (see 'pbsens models') or a model file (.json, SBML .xml) or "
+                         "SBtab folder")
+    g = sp.add_mutually_exclusive_group(required=True)
+    g.add_argument("--t-end", type=float, metavar="T", help="integrate over [0, T]")
+    g.add_argument("--t-span", type=float, nargs=2, metavar=("A", "B"), help="integrate over [A, B]")
+    sp.add_argument("--t-eval", metavar="FILE|a:b:n",
+                    help="output times: a file (one time per line, or .npy) or n points from a to b "
+                         "(default: the solver's grid)")
+    sp.add_argument("--param", action="append", metavar="NAME=VALUE",
+                    help="set a parameter (repeatable)")
+
+
+def wrap(text):
+    """A help text filled to 78 columns."""
+    import textwrap
+    return textwrap.fill(text, width=78)

@@ -1,0 +1,240 @@
+"""``pbsens compare``: PBSR vs Exp vs FS on one model, accuracy and time (:func:`compare_methods`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from . import common
+from .common import (PLOT_EXT, SOLVERS, TABLE_EXT, add_model_and_span, branch_summary, check_distinct,
+                     check_path, fmt_time, forward_function, metric_functions, nonneg_int, params_arg,
+                     pos_int, positive_float, say, show_progress, t_eval_arg, t_span_arg, wrap)
+
+
+def _median(a):
+    a = np.asarray(a, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    return float(np.median(a)) if a.size else float("nan")
+
+
+def _max(a):
+    a = np.asarray(a, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    return float(np.max(a)) if a.size else float("nan")
+
+
+def compare_methods(model, t_span, t_eval=None, p=None, solver="LSODA", rtol=1e-5, atol=1e-6,
+                    fs_rtol=1e-8, fs_atol=1e-10, ref_rtol=1e-10, ref_atol=1e-12, samples=20, seed=0,
+                    repeats=3, progress=False):
+    """PBSR vs Exp vs FS on one model: accuracy and time (the computation behind ``pbsens compare``).
+
+    PBSR and Exp run on the same state trajectory (``solver``, ``rtol``, ``atol``);
+    FS at ``fs_rtol``/``fs_atol``. Every method is evaluated at PBSR's output
+    times (``t_eval``, else the state grid) against FS at ``ref_rtol``/``ref_atol``.
+
+    Parameters
+    ----------
+    model : Model
+    t_span : (float, float)
+    t_eval : array_like, optional
+    p : array_like, optional
+    solver, rtol, atol :
+        State solver of the post-hoc methods.
+    fs_rtol, fs_atol : float
+        Tolerances of the compared FS.
+    ref_rtol, ref_atol : float
+        Tolerances of the FS reference for ``E_k``.
+    samples : int
+        Perturbations for ``kappa_bar`` (0: skip it).
+    seed : int
+    repeats : int
+        Timed runs per method (after one untimed warm-up); the median is reported.
+    progress : bool
+        Show progress bars.
+
+    Returns
+    -------
+    dict
+        ``rows`` (a list of dicts, one per method: ``method``, ``E_median``,
+        ``E_max``, ``kappa_bar_median``, ``time_states``, ``time_sensitivities``,
+        ``time_total`` in seconds), ``results`` (method -> SensitivityResult),
+        ``E`` and ``kappa_bar`` (method -> (K,) array), ``reference`` and the settings.
+    """
+    from tqdm.auto import tqdm
+
+    from .. import sensitivities, solve_states
+    relative_error, kappa_bar = metric_functions()
+    fs = forward_function()
+    tr = solve_states(model, t_span, t_eval=t_eval, p=p, method=solver, rtol=rtol, atol=atol)
+    results = {m_: sensitivities(model, tr, method=m_) for m_ in ("pbsr", "exp")}
+    t_out = results["pbsr"].t
+    results["fs"] = fs(model, t_span, t_eval=t_out, p=tr.p, rtol=fs_rtol, atol=fs_atol)
+    ref = fs(model, t_span, t_eval=t_out, p=tr.p, rtol=ref_rtol, atol=ref_atol)
+
+    times = {m_: {"states": [], "sensitivities": []} for m_ in results}
+    bar = tqdm(total=3 * repeats, desc="timing", disable=not progress, leave=False)
+    for _ in range(repeats):
+        for m_ in ("pbsr", "exp"):
+            a = time.perf_counter()
+            tr_i = solve_states(model, t_span, t_eval=t_eval, p=tr.p, method=solver, rtol=rtol, atol=atol,
+                                dense_output=False)
+            b = time.perf_counter()
+            sensitivities(model, tr_i, method=m_)
+            c = time.perf_counter()
+            times[m_]["states"].append(b - a)
+            times[m_]["sensitivities"].append(c - b)
+            bar.update()
+        a = time.perf_counter()
+        fs(model, t_span, t_eval=t_out, p=tr.p, rtol=fs_rtol, atol=fs_atol)
+        times["fs"]["sensitivities"].append(time.perf_counter() - a)
+        bar.update()
+    bar.close()
+
+    E = {m_: np.asarray(relative_error(r, ref)) for m_, r in results.items()}
+    kb = {}
+    if samples > 0:
+        for m_, r in results.items():
+            kb[m_] = np.asarray(kappa_bar(model, r, n_samples=samples, seed=seed, progress=progress))
+    rows = []
+    for m_, r in results.items():
+        ts = float(np.median(times[m_]["states"])) if times[m_]["states"] else None
+        tsens = float(np.median(times[m_]["sensitivities"]))
+        rows.append({"method": m_, "E_median": _median(E[m_]), "E_max": _max(E[m_]),
+                     "kappa_bar_median": _median(kb[m_]) if m_ in kb else None,
+                     "time_states": ts, "time_sensitivities": tsens,
+                     "time_total": tsens + (ts or 0.0)})
+    return {"model": model.name, "t_span": list(map(float, t_span)), "n_times": int(len(t_out)),
+            "grid_points": int(len(results["pbsr"].grid)),
+            "solver": {"method": solver, "rtol": rtol, "atol": atol},
+            "fs": {"method": "BDF", "rtol": fs_rtol, "atol": fs_atol},
+            "reference": {"method": "fs", "solver": "BDF", "rtol": ref_rtol, "atol": ref_atol},
+            "samples": int(samples), "seed": int(seed), "repeats": int(repeats),
+            "branches": results["pbsr"].branch_counts(),
+            "rows": rows, "results": results, "E": E, "kappa_bar": kb, "ref": ref}
+
+
+_LABELS = {"pbsr": "PBSR", "exp": "Exp", "fs": "FS"}
+_TABLE_FIELDS = ("method", "E_median", "E_max", "kappa_bar_median", "time_states", "time_sensitivities",
+                 "time_total")
+
+
+def _csv_cell(v):
+    if isinstance(v, str):
+        return v
+    return "" if v is None or not np.isfinite(v) else repr(float(v))
+
+
+def _fmt(v, spec):
+    return "-" if v is None or (isinstance(v, float) and not np.isfinite(v)) else format(v, spec)
+
+
+def run(args):
+    """``pbsens compare``: PBSR vs Exp vs FS, accuracy and time, as a table (and figure)."""
+    check_path(args.out, args.force, "--out", TABLE_EXT)
+    check_path(args.plot, args.force, "--plot", PLOT_EXT)
+    check_distinct(args, "--out", "--plot")
+    metric_functions()  # fail before computing when the accuracy measures are missing
+    m = common._model(args.model)
+    span = t_span_arg(args)
+    te = t_eval_arg(args.t_eval, span)
+    p = params_arg(m, args.param)
+    c = compare_methods(m, span, t_eval=te, p=p, solver=args.solver, rtol=args.rtol, atol=args.atol,
+                        fs_rtol=args.fs_rtol, fs_atol=args.fs_atol, ref_rtol=args.ref_rtol,
+                        ref_atol=args.ref_atol, samples=args.samples, seed=args.seed, repeats=args.repeats,
+                        progress=show_progress(args))
+    ref = c["reference"]
+    say(args, f"{m.name} on [{span[0]:g}, {span[1]:g}]: {c['n_times']} output times "
+               f"(state grid {c['grid_points']} points, {args.solver} rtol {args.rtol:g} atol {args.atol:g})")
+    say(args, f"E_k against FS (BDF, rtol {ref['rtol']:g}, atol {ref['atol']:g}); "
+               + (f"kappa_bar over {args.samples} samples (seed {args.seed}); " if args.samples else "")
+               + f"times: median of {args.repeats} runs")
+    say(args, f"{'method':<7} {'E_k median':>11} {'E_k max':>10} {'kappa_bar med':>14} "
+               f"{'states':>10} {'sens.':>10} {'total':>10}")
+    for row in c["rows"]:
+        say(args, f"{_LABELS[row['method']]:<7} {_fmt(row['E_median'], '.3e'):>11} "
+                   f"{_fmt(row['E_max'], '.3e'):>10} {_fmt(row['kappa_bar_median'], '.3e'):>14} "
+                   f"{fmt_time(row['time_states']):>10} {fmt_time(row['time_sensitivities']):>10} "
+                   f"{fmt_time(row['time_total']):>10}")
+    say(args, f"PBSR branches: {branch_summary(c['results']['pbsr'])}")
+    if args.out:
+        if args.out.lower().endswith(".json"):
+            doc = _jsonable({k: v for k, v in c.items() if k not in ("results", "E", "kappa_bar", "ref")})
+            with open(args.out, "w") as fh:
+                json.dump(doc, fh, indent=2, allow_nan=False)
+                fh.write("\n")
+        else:
+            with open(args.out, "w") as fh:
+                fh.write(",".join(_TABLE_FIELDS) + "\n")
+                for row in c["rows"]:
+                    fh.write(",".join(_csv_cell(row[k]) for k in _TABLE_FIELDS) + "\n")
+        say(args, f"wrote {args.out}")
+    if args.plot:
+        _compare_figure(c, args.plot)
+        say(args, f"wrote {args.plot}")
+    return 0
+
+
+def _jsonable(v):
+    """Plain JSON values: non-finite floats become null (JSON has no NaN)."""
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (float, np.floating)):
+        return float(v) if np.isfinite(v) else None
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def _compare_figure(c, path):
+    from matplotlib.figure import Figure
+
+    from ..plot import plot_kappa_bar, plot_relative_error
+    r = c["results"]["pbsr"]
+    panels = 2 if c["kappa_bar"] else 1
+    fig = Figure(figsize=(7.0, 3.5 * panels), dpi=100, layout="constrained")
+    axes = fig.subplots(panels, 1, squeeze=False, sharex=True)[:, 0]
+    plot_relative_error(r, {_LABELS[k]: v for k, v in c["E"].items()}, ax=axes[0],
+                        title=f"{c['model']}: E_k against FS (rtol {c['reference']['rtol']:g})")
+    if c["kappa_bar"]:
+        axes[0].set_xlabel("")
+        plot_kappa_bar(r, {_LABELS[k]: v for k, v in c["kappa_bar"].items()}, ax=axes[1],
+                       title=f"{c['model']}: kappa_bar ({c['samples']} samples); shaded: PBSR exp steps")
+    fig.savefig(path, dpi=fig.dpi)
+    return fig
+
+
+def add_parser(subparsers):
+    """The ``compare`` subcommand and its options."""
+    sp = subparsers.add_parser(
+        "compare", help="PBSR vs Exp vs FS on one model: accuracy and time",
+        description=wrap("Compare PBSR, Exp and forward sensitivities (FS) on one model. Accuracy: the relative "
+                    "error E_k against FS at tight tolerances (median and max over the output times) and "
+                    "the perturbation error kappa_bar (median over time, --samples perturbations). Time: "
+                    "median over --repeats runs after a warm-up; PBSR and Exp include the state solve."),
+        epilog="example:\n  pbsens compare Chua --t-end 10 --samples 20 --out table.csv --plot compare.png",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_and_span(sp)
+    sp.add_argument("--solver", default="LSODA", choices=SOLVERS,
+                    help="state solver of PBSR and Exp (default LSODA)")
+    sp.add_argument("--rtol", type=positive_float, default=1e-5, help="state solver rtol (default 1e-5)")
+    sp.add_argument("--atol", type=positive_float, default=1e-6, help="state solver atol (default 1e-6)")
+    sp.add_argument("--fs-rtol", type=positive_float, default=1e-8, help="rtol of the compared FS (default 1e-8)")
+    sp.add_argument("--fs-atol", type=positive_float, default=1e-10,
+                    help="atol of the compared FS (default 1e-10)")
+    sp.add_argument("--ref-rtol", type=positive_float, default=1e-10,
+                    help="rtol of the FS reference for E_k (default 1e-10)")
+    sp.add_argument("--ref-atol", type=positive_float, default=1e-12,
+                    help="atol of the FS reference for E_k (default 1e-12)")
+    sp.add_argument("--samples", type=nonneg_int, default=20,
+                    help="perturbations for kappa_bar (default 20; the paper uses 100; 0 skips it)")
+    sp.add_argument("--seed", type=int, default=0, help="seed of the kappa_bar perturbations (default 0)")
+    sp.add_argument("--repeats", type=pos_int, default=3, help="timed runs per method (default 3)")
+    sp.add_argument("--out", metavar="FILE", help="write the table (.csv or .json)")
+    sp.add_argument("--plot", metavar="FILE", help="figure of E_k and kappa_bar over time (.png, .pdf, .svg)")
+    sp.add_argument("--force", action="store_true", help="overwrite existing --out/--plot files")
+    sp.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    return sp

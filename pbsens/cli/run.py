@@ -1,0 +1,158 @@
+"""``pbsens run``: sensitivities of one model (:func:`compute_run`), summary, data file, plot."""
+from __future__ import annotations
+
+import argparse
+import time
+
+from ..errors import PbsensError
+from . import common
+from .common import (DATA_EXT, PLOT_EXT, SOLVERS, add_model_and_span, branch_summary, check_distinct,
+                     check_path, fmt_time, forward_function, params_arg, pos_int, positive_float, say,
+                     t_eval_arg, t_span_arg, wrap, write_result)
+
+#: Methods of ``pbsens run``: the post-hoc ones of :func:`pbsens.sensitivities` and ``fs``.
+RUN_METHODS = ("pbsr", "exp", "pbs", "exp2", "pbsr2", "fs")
+
+
+def _warm_up(model, tr, method, interpolation):
+    """Compile (or load) the march kernels on the first grid interval, so timings exclude compilation."""
+    import dataclasses
+
+    from .. import sensitivities
+    try:
+        head = dataclasses.replace(tr, t=tr.t[:2], x=tr.x[:2], t_eval=None, eval_index=None)
+        sensitivities(model, head, method=method, interpolation=interpolation)
+    except PbsensError:
+        pass
+
+
+def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=None, atol=None,
+                interpolation=None):
+    """The computation behind ``pbsens run`` (also callable from Python).
+
+    Post-hoc methods: :func:`pbsens.solve_states` then :func:`pbsens.sensitivities`
+    on that trajectory, i.e. the same numbers as
+    ``pbsens.sensitivities(model, t_span=t_span, t_eval=t_eval, p=p, method=method,
+    solver=solver, rtol=rtol, atol=atol)``; the kernels are compiled first so that
+    ``timings`` exclude compilation (``timings["setup"]``). ``fs``:
+    :func:`pbsens.forward_sensitivities`.
+
+    Parameters
+    ----------
+    model : Model
+    method : {"pbsr", "exp", "pbs", "exp2", "pbsr2", "fs"}
+    t_span : (float, float)
+    t_eval : array_like, optional
+    p : array_like, optional
+    solver : str, optional
+        State solver (default ``"LSODA"``), or the forward solver for ``fs``
+        (default ``"BDF"``).
+    rtol, atol : float, optional
+        Default 1e-5 / 1e-6 (state solve), 1e-8 / 1e-10 for ``fs``.
+    interpolation : {"linear", "hermite", "dense"}, optional
+        Post-hoc methods only (default ``"linear"``).
+
+    Returns
+    -------
+    SensitivityResult
+    """
+    from .. import sensitivities, solve_states
+    if method == "fs":
+        if interpolation is not None:
+            raise PbsensError("'--interpolation' applies to the post-hoc methods only, not to 'fs'")
+        fs = forward_function()
+        return fs(model, t_span, t_eval=t_eval, p=p, method=solver or "BDF",
+                  rtol=1e-8 if rtol is None else rtol, atol=1e-10 if atol is None else atol)
+    interpolation = interpolation or "linear"
+    rtol = 1e-5 if rtol is None else rtol
+    atol = 1e-6 if atol is None else atol
+    solver = solver or "LSODA"
+    t0 = time.perf_counter()
+    tr = solve_states(model, t_span, t_eval=t_eval, p=p, method=solver, rtol=rtol, atol=atol,
+                      dense_output=interpolation == "dense")
+    t1 = time.perf_counter()
+    _warm_up(model, tr, method, interpolation)
+    t2 = time.perf_counter()
+    r = sensitivities(model, tr, method=method, interpolation=interpolation)
+    r.timings["states"] = t1 - t0
+    r.timings["setup"] = t2 - t1
+    r.timings.setdefault("n_steps", tr.stats.get("n_steps"))
+    return r
+
+
+def run(args):
+    """``pbsens run``: sensitivities of one model, summary, optional data file and plot."""
+    check_path(args.out, args.force, "--out", DATA_EXT)
+    check_path(args.plot, args.force, "--plot", PLOT_EXT)
+    check_distinct(args, "--out", "--plot")
+    if args.method == "fs" and args.interpolation is not None:
+        raise PbsensError("'--interpolation' applies to the post-hoc methods only, not to '--method fs'")
+    m = common._model(args.model)
+    span = t_span_arg(args)
+    te = t_eval_arg(args.t_eval, span)
+    p = params_arg(m, args.param)
+    r = compute_run(m, args.method, span, t_eval=te, p=p, solver=args.solver, rtol=args.rtol, atol=args.atol,
+                    interpolation=args.interpolation)
+    K, nx, np_ = r.S.shape
+    say(args, f"{m.name}: {args.method} sensitivities of {nx} states x {np_} parameters on "
+               f"[{span[0]:g}, {span[1]:g}], output at {K} times")
+    o = r.options
+    if args.method == "fs":
+        stats = o.get("stats", {})
+        say(args, f"  forward solve ({o.get('solver')}, rtol {o.get('rtol'):g}, atol {o.get('atol'):g}): "
+                   f"{stats.get('nfev', '?')} rhs evaluations in {fmt_time(r.timings.get('sensitivities'))} "
+                   f"(setup and compilation {fmt_time(r.timings.get('setup'))})")
+    else:
+        G = len(r.grid)
+        say(args, f"  states ({o.get('solver')}, rtol {o.get('rtol'):g}, atol {o.get('atol'):g}): grid of "
+                   f"{G} points ({G - 1} intervals) in {fmt_time(r.timings.get('states'))}")
+        say(args, f"  branches: {branch_summary(r)}")
+        say(args, f"  sensitivities: {fmt_time(r.timings.get('sensitivities'))} "
+                   f"(interpolation {o.get('interpolation')}; compilation/loading before that "
+                   f"{fmt_time(r.timings.get('setup'))})")
+    if args.out:
+        write_result(args.out, r, t_span=span)
+        say(args, f"wrote {args.out}: t ({K},), x ({K}, {nx}), S ({K}, {nx}, {np_}) with state and "
+                   "parameter names")
+    if args.plot:
+        from ..plot import plot_sensitivities
+        plot_sensitivities(r, top=args.top, normalized=args.normalized, path=args.plot)
+        say(args, f"wrote {args.plot}")
+    return 0
+
+
+def add_parser(subparsers):
+    """The ``run`` subcommand and its options."""
+    sp = subparsers.add_parser(
+        "run", help="compute sensitivities of one model and write them",
+        description=wrap("Compute the sensitivities S[k, i, j] = dx_i(t_k)/dp_j of a model: solve the states, "
+                    "then march the sensitivity equation post hoc (pbsr, exp, pbs, exp2, pbsr2), or solve "
+                    "states and sensitivities together (fs). Prints the grid size, the PBSR branches taken "
+                    "and the timings; writes the result with state and parameter names."),
+        epilog="examples:\n  pbsens run Chua --t-end 10 --out S.csv\n"
+               "  pbsens run PKA --t-end 600 --t-eval 0:600:61 --method exp --out S.npz --plot S.png\n"
+               "  pbsens run model.json --t-span 0 5 --param k1=0.3 --method fs",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_and_span(sp)
+    sp.add_argument("--method", default="pbsr", choices=RUN_METHODS,
+                    help="pbsr (Algorithm 2, default), exp (Algorithm 3), pbs (no switch), exp2/pbsr2 "
+                         "(exponential-midpoint step), fs (forward sensitivities)")
+    sp.add_argument("--solver", default=None, choices=SOLVERS,
+                    help="solver (scipy method name): of the state solve (default LSODA), or of the joint "
+                         "solve for fs (default BDF)")
+    sp.add_argument("--rtol", type=positive_float, default=None,
+                    help="solver rtol (default 1e-5 for the states, 1e-8 for fs)")
+    sp.add_argument("--atol", type=positive_float, default=None,
+                    help="solver atol (default 1e-6 for the states, 1e-10 for fs)")
+    sp.add_argument("--interpolation", choices=("linear", "hermite", "dense"), default=None,
+                    help="states at PBSR refinement points (post-hoc methods; default linear, as the paper)")
+    sp.add_argument("--out", metavar="FILE",
+                    help="write the result: .npz (arrays t, x, S, state_names, param_names, p, branch, ...) "
+                         "or .csv (columns t, states, dX/dP)")
+    sp.add_argument("--plot", metavar="FILE", help="plot the most influential sensitivities (.png, .pdf, .svg)")
+    sp.add_argument("--top", type=pos_int, default=5, help="parameters per state in the plot (default 5)")
+    sp.add_argument("--normalized", action="store_true",
+                    help="plot normalised sensitivities (p_j/x_i) dx_i/dp_j")
+    sp.add_argument("--force", action="store_true", help="overwrite existing --out/--plot files")
+    sp.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    return sp
