@@ -390,7 +390,15 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
     elif n == 1 and not processes:
         raw = [_run_chunk(fn, context, ch) for ch in chunks]
     else:
-        raw = _local_pool(n).run(fn, context, chunks, poll)
+        pool = _local_pool(n)
+        try:
+            raw = pool.run(fn, context, chunks, poll)
+        except BaseException:
+            # interrupted (Ctrl-C) with chunks still running: drop the pool, so no later call
+            # receives those chunks' results
+            _POOLS.pop(n, None)
+            pool.close()
+            raise
     out = []
     for s, ch, res in zip(starts, chunks, raw):
         if isinstance(res, tuple) and res[0] == "died":
