@@ -180,3 +180,27 @@ def test_cli_sample_writes_outputs_and_refuses_to_overwrite(tmp_path):
     before = (out / "posterior.nc").stat().st_mtime_ns
     assert main(args) == 1     # non-empty --out without --force
     assert (out / "posterior.nc").stat().st_mtime_ns == before
+
+
+class _Flaky:
+    """A problem whose evaluation fails for theta[0] < 0 (as a failing solve would)."""
+
+    dim = 2
+
+    def evaluate(self, theta, **options):
+        from pbsens.errors import SolverError
+        if theta[0] < 0:
+            raise SolverError(f"condition 'c1': step size too small at theta = {theta.tolist()}")
+        return float(theta.sum())
+
+
+def test_evaluate_many_failed_evaluation_raise_or_keep():
+    thetas = np.array([[1.0, 2.0], [-1.0, 0.5], [3.0, 4.0]])
+    with pytest.raises(parallel.BatchError, match=r"1 of 3 evaluations failed; first: item 1 \(theta = "
+                                                  r"\[-1\. +0\.5\]\): SolverError") as exc:
+        parallel.evaluate_many(_Flaky(), thetas, n_workers=1)
+    res = exc.value.results
+    assert res[0] == 3.0 and res[2] == 7.0 and isinstance(res[1], parallel.TaskFailure)
+    with pytest.warns(RuntimeWarning, match="1 of 3 evaluations failed"):
+        kept = parallel.evaluate_many(_Flaky(), thetas, n_workers=1, errors="keep")
+    assert kept[1].index == 1 and np.array_equal(kept[1].item, thetas[1])
