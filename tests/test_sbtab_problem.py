@@ -135,7 +135,7 @@ def test_cli_petab_on_sbtab_folder(capsys):
 
 def test_sample_sbtab_problem_in_worker_processes(sbtab_problem):
     """Workers rebuild the SBtab problem from its folder; same draws as in this process."""
-    az = pytest.importorskip("arviz")  # noqa: F841
+    pytest.importorskip("arviz")
     import warnings
 
     import pbsens
