@@ -270,14 +270,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     if S0 is None:
         S = model.initial_sensitivity(p)
     else:
-        try:
-            S = np.array(S0, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise PbsensError("'S0' must be a numeric array of shape (n_states, n_params)") from None
-        if S.shape != (nx, np_):
-            raise PbsensError(f"'S0' must have shape (n_states, n_params) = ({nx}, {np_}), got {S.shape}")
-        if not np.all(np.isfinite(S)):
-            raise PbsensError("'S0' contains NaN or inf")
+        S = model.check_S(S0)
     S0_used = S.copy()
     S = np.ascontiguousarray(S)
 
