@@ -220,11 +220,18 @@ def test_private_temp_dir_rejects_a_directory_others_can_write(tmp_path, monkeyp
     assert d2 == str(planted) and stat.S_IMODE(os.stat(d2).st_mode) == 0o700
 
 
-def test_tests_use_a_private_cache_directory():
-    d = os.environ["PBSENS_CACHE_DIR"]
+def test_tests_use_a_private_cache_directory(tmp_path, monkeypatch):
+    """The tests' own cache (used when the caller sets no PBSENS_CACHE_DIR) is private."""
+    from conftest import _private_test_cache
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    d = _private_test_cache()
     st = os.stat(d)
+    assert os.path.dirname(d) == str(tmp_path)
     assert st.st_uid == os.getuid()
-    assert stat.S_IMODE(st.st_mode) & 0o022 == 0, oct(st.st_mode)   # nobody else can plant files
+    assert stat.S_IMODE(st.st_mode) & 0o077 == 0, oct(st.st_mode)   # nobody else can plant files
+    os.chmod(d, 0o777)                                               # planted by someone else
+    d2 = _private_test_cache()
+    assert d2 != d and stat.S_IMODE(os.stat(d2).st_mode) & 0o077 == 0
 
 
 def test_cache_info_and_clear(cache_in):
