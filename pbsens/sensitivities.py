@@ -14,9 +14,14 @@ from .errors import PbsensError
 from .kernels import codes
 from .result import BRANCH_NAMES, SensitivityResult
 from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
+from .solvers.refine import refine_grid
 from .threads import limit_blas_threads
 
-__all__ = ["sensitivities", "METHODS"]
+__all__ = ["sensitivities", "METHODS", "DEFAULT_SUBSTEPS"]
+
+#: Sub-intervals per accepted step of the post-hoc grid when the states come from Rodas5P
+#: (``substeps=None``); chosen from benchmarks/work_precision.py (docs/PERFORMANCE.md).
+DEFAULT_SUBSTEPS = {"rodas5p": 4}
 
 #: Post-hoc methods accepted by :func:`sensitivities`.
 METHODS = tuple(codes.METHOD_CODES)
@@ -62,7 +67,8 @@ def _positive(v, name, integer=False):
 @limit_blas_threads
 def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
-                  eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13) -> SensitivityResult:
+                  eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13,
+                  substeps=None) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
     Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
@@ -119,6 +125,15 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         known only to the state solver's ``rtol`` anyway. 0: reuse on equality
         only. (PBS sub-steps reuse their step matrices only when the Jacobians are
         exactly equal, which leaves the result unchanged.)
+    substeps : int, optional
+        Split every accepted step of the state solver into this many equal
+        sub-intervals before marching, states at the new points from the
+        solver's dense output (:func:`pbsens.solvers.refine.refine_grid`; never
+        a second state solve). A high-order solver such as ``"rodas5p"`` takes
+        few long steps, on which the first/second-order post-hoc steps lose
+        accuracy. Default (None): ``DEFAULT_SUBSTEPS["rodas5p"]`` (4) for a
+        Rodas5P trajectory, 1 (the solver's grid as is) for every other
+        solver. Values above 1 need a Trajectory with dense output.
 
     Returns
     -------
@@ -144,6 +159,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             or not 0 <= reuse_tol < 1:
         raise PbsensError(f"'reuse_tol' must be a number in [0, 1), got {reuse_tol!r}")
     reuse_tol = float(reuse_tol)
+    if substeps is not None:
+        substeps = _positive(substeps, "substeps", integer=True)
     timings = {}
 
     # ---- the state trajectory
@@ -152,7 +169,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             raise PbsensError("give either 'trajectory' (a solve_states result or a (t, x) pair) or 't_span'")
         t0 = time.perf_counter()
         trajectory = solve_states(model, t_span, t_eval=t_eval, p=p, x0=x0, method=solver, rtol=rtol,
-                                  atol=atol, dense_output=interpolation == "dense")
+                                  atol=atol, dense_output=interpolation == "dense"
+                                  or (substeps or DEFAULT_SUBSTEPS.get(solver, 1)) > 1)
         timings["states"] = time.perf_counter() - t0
     elif t_span is not None:
         raise PbsensError("give either 'trajectory' or 't_span', not both")
@@ -163,6 +181,12 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     sol = None
     solver_info = {}
     if isinstance(trajectory, Trajectory):
+        if substeps is None:
+            substeps = DEFAULT_SUBSTEPS.get(trajectory.method, 1) if trajectory.sol is not None else 1
+        if substeps != 1:
+            t0 = time.perf_counter()
+            trajectory = refine_grid(trajectory, substeps)
+            timings["refine"] = time.perf_counter() - t0
         if p is not None and not np.array_equal(model.check_p(p), trajectory.p):
             raise PbsensError("'p' differs from the parameters the trajectory was solved with; "
                               "solve the states again with these parameters")
@@ -175,6 +199,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     else:
         if not isinstance(trajectory, (tuple, list)) or len(trajectory) != 2:
             raise PbsensError("'trajectory' must be a Trajectory or a pair (t, x)")
+        if substeps not in (None, 1):
+            raise PbsensError("'substeps' needs a Trajectory with dense output, not a (t, x) pair")
         p = model.check_p(p)
         t, x = _check_grid(model, *trajectory)
 
@@ -257,7 +283,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                           f"[{t[status]:.6g}, {t[status + 1]:.6g}] (method {method!r}); the Jacobians may be "
                           "non-finite there, or the PBS step unstable (try method='pbsr' or a finer grid)")
     options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
-                   reuse_tol=reuse_tol)
+                   reuse_tol=reuse_tol, substeps=substeps or 1)
     options.update(solver_info or {"solver": solver if "states" in timings else None,
                                    "rtol": rtol if "states" in timings else None,
                                    "atol": atol if "states" in timings else None})
