@@ -17,9 +17,12 @@ from .model.spec import ModelSpec  # noqa: E402
 from .result import SensitivityResult  # noqa: E402
 from .sensitivities import sensitivities  # noqa: E402
 from .solvers import Trajectory, solve_states  # noqa: E402
+from .inference.chains import sample  # noqa: E402
+from .parallel import sensitivities_many  # noqa: E402
 
 __all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "UnsupportedModelError",
            "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states",
            "sensitivities", "SensitivityResult", "to_sbml",
            "forward_sensitivities", "relative_error", "kappa_bar", "fisher_information", "output_sensitivities", "GaussianLikelihood", "NormalPrior",
-           "LogPosterior", "smmala", "MCMCResult", "cache_info", "cache_clear"]
+           "LogPosterior", "smmala", "MCMCResult", "cache_info", "cache_clear", "sample",
+           "sensitivities_many"]

@@ -29,3 +29,17 @@ class UnsupportedModelError(ModelError):
 
 class SolverError(PbsensError):
     """An ODE solver failed (state solve, forward sensitivities, perturbed solves)."""
+
+
+class PbsensWarning(UserWarning):
+    """Base class of the warnings pbsens issues."""
+
+
+class AccuracyWarning(PbsensWarning):
+    """A result is probably less accurate than asked or than is safe to use.
+
+    Issued when the estimated error of the state solve exceeds 1e-2, when
+    ``sens_rtol`` could not be met within the refinement limit, and when
+    :func:`pbsens.relative_error` compares results computed on different
+    trajectories. The message names the time range.
+    """

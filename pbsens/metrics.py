@@ -16,7 +16,7 @@ import numpy as np
 from .errors import PbsensError, SolverError
 from .solvers import SOLVERS, solve_states
 
-__all__ = ["relative_error", "kappa_bar"]
+__all__ = ["relative_error", "state_difference", "kappa_bar"]
 
 
 
@@ -71,7 +71,39 @@ def _positive(v, name):
 
 # --------------------------------------------------------------------------- relative error
 
-def relative_error(r, ref):
+def _interpolate_x(t_ref, x_ref, t):
+    """Piecewise-linear interpolation of the states ``x_ref`` (K, nx) at ``t``."""
+    if t_ref.size == 1:
+        return np.broadcast_to(x_ref, (t.size, x_ref.shape[1]))
+    return np.stack([np.interp(t, t_ref, x_ref[:, i]) for i in range(x_ref.shape[1])], axis=1)
+
+
+def state_difference(r, ref):
+    """Relative state difference per output time, ``||x_k - x_ref_k||_2 / ||x_ref_k||_2``.
+
+    Two sensitivity results are only comparable if they were computed on (nearly)
+    the same trajectory: post-hoc sensitivities inherit every error of the state
+    solve they are computed on. ``ref.x`` is interpolated linearly if the times differ.
+    Where ``||x_ref_k|| = 0`` the absolute difference is returned.
+    """
+    t, _ = _check_result(r, "r")
+    t_ref, _ = _check_result(ref, "ref")
+    try:
+        x = np.asarray(r.x, dtype=np.float64)
+        x_ref = np.asarray(ref.x, dtype=np.float64)
+    except (AttributeError, TypeError, ValueError):
+        raise PbsensError("'r' and 'ref' need states .x of shape (K, nx)") from None
+    if x.shape != (t.size, x_ref.shape[-1]) or x_ref.shape[0] != t_ref.size:
+        raise PbsensError(f"'r'.x {x.shape} and 'ref'.x {x_ref.shape} do not match their times and each other")
+    x_at = x_ref if (t.size == t_ref.size and np.array_equal(t, t_ref)) else \
+        _interpolate_x(t_ref, x_ref, np.clip(t, t_ref[0], t_ref[-1]))
+    diff = np.linalg.norm(x - x_at, axis=1)
+    norm = np.linalg.norm(x_at, axis=1)
+    zero = norm == 0
+    return np.where(zero, diff, diff / np.where(zero, 1.0, norm))
+
+
+def relative_error(r, ref, scale="linear", state_tol=1e-3, return_state=False):
     """Relative error per output time, ``E_k = ||S_hat_k - S_ref_k||_F / ||S_ref_k||_F``.
 
     METHOD.md section 7 (paper Section 8.2, Figures 2, 3 and 7).
@@ -88,6 +120,17 @@ def relative_error(r, ref):
         compute it at ``t_eval=r.t`` instead. If ``ref`` has more parameters
         than ``r`` and both carry ``param_names``, the matching columns of
         ``ref`` are used.
+    scale : {"linear", "log"}
+        ``"log"``: compare the log-parameter sensitivities ``p_j S[:, :, j]``
+        (``dx/d ln p``), which samplers in ``ln p`` use; in plain units a few tiny
+        parameters with huge ``S`` columns can dominate ``||S||``. Uses ``r.p``.
+    state_tol : float
+        An ``AccuracyWarning`` is issued when the relative state difference
+        :func:`state_difference` exceeds this somewhere (default 1e-3): the two
+        results were computed on different trajectories, and ``E`` then measures
+        the state solves as much as the sensitivity methods.
+    return_state : bool
+        Also return the state difference: ``(E, state_difference)``.
 
     Returns
     -------
@@ -122,10 +165,35 @@ def relative_error(r, ref):
             raise PbsensError(f"'r'.t spans [{t[0]:.6g}, {t[-1]:.6g}], outside the reference's "
                               f"'ref'.t [{t_ref[0]:.6g}, {t_ref[-1]:.6g}]: cannot interpolate")
         S_at = _interpolate(t_ref, S_ref, np.clip(t, t_ref[0], t_ref[-1]))
+    if scale not in ("linear", "log"):
+        raise PbsensError(f"'scale' must be 'linear' or 'log', got {scale!r}")
+    if scale == "log":
+        try:
+            pv = np.asarray(r.p, dtype=np.float64).reshape(-1)
+        except (AttributeError, TypeError, ValueError):
+            raise PbsensError("'scale': 'log' needs the parameters 'r'.p") from None
+        if pv.size != S.shape[2]:
+            raise PbsensError(f"'scale': 'log' needs 'r'.p with {S.shape[2]} entries, got {pv.size}")
+        S = S * pv
+        S_at = S_at * pv
     diff = np.sqrt(np.sum((S - S_at) ** 2, axis=(1, 2)))
     norm = np.sqrt(np.sum(S_at ** 2, axis=(1, 2)))
     zero = norm == 0
-    return np.where(zero, diff, diff / np.where(zero, 1.0, norm))
+    E = np.where(zero, diff, diff / np.where(zero, 1.0, norm))
+    dx = None
+    if getattr(r, "x", None) is not None and getattr(ref, "x", None) is not None:
+        dx = state_difference(r, ref)
+        bad = dx > _positive(state_tol, "state_tol")
+        if np.any(bad):
+            import warnings
+            from .errors import AccuracyWarning
+            i = np.flatnonzero(bad)
+            warnings.warn(f"relative_error: the states of 'r' and 'ref' differ by up to {dx.max():.3g} (relative) "
+                          f"on t in [{t[i[0]]:.6g}, {t[i[-1]]:.6g}]: the results were computed on different "
+                          "trajectories, so E includes the state solves' errors", AccuracyWarning, stacklevel=2)
+    if return_state:
+        return E, dx
+    return E
 
 
 # --------------------------------------------------------------------------- kappa bar

@@ -45,6 +45,17 @@ class SensitivityResult:
         interval's matrix exponential (see ``reuse_tol`` of
         :func:`~pbsens.sensitivities`), or PBS sub-steps reused their step matrices
         because the Jacobians were equal on consecutive sub-steps.
+    error_estimate : ndarray (K,) or None
+        Estimate of the relative error ``E_k = ||S_k - S_exact_k||_F / ||S_exact_k||_F``
+        per output time (post-hoc methods; METHOD.md section 11), including the state
+        solve's error when ``state_error_estimate`` is set. None for forward results.
+    error_estimate_params : ndarray (K, np) or None
+        The same per parameter (column ``S[:, :, j]``).
+    state_error_estimate : ndarray (K,) or None
+        Estimated relative error ``||x_k - x_exact_k|| / ||x_exact_k||`` of the states
+        (``sensitivities(..., state_error="resolve")``).
+    subdivisions : int
+        Number of grid intervals split by the ``sens_rtol`` refinement (0 without it).
     """
 
     t: np.ndarray
@@ -63,6 +74,10 @@ class SensitivityResult:
     options: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     reused: np.ndarray | None = None
+    error_estimate: np.ndarray | None = None
+    error_estimate_params: np.ndarray | None = None
+    state_error_estimate: np.ndarray | None = None
+    subdivisions: int = 0
 
     def branch_counts(self) -> dict:
         """Number of grid intervals per branch, e.g. ``{"pbs": 120, "exp-stiff": 30}``."""

@@ -10,7 +10,8 @@ import time
 
 import numpy as np
 
-from .errors import PbsensError
+from . import error_estimate
+from .errors import AccuracyWarning, PbsensError
 from .kernels import codes
 from .result import BRANCH_NAMES, SensitivityResult
 from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
@@ -64,11 +65,20 @@ def _positive(v, name, integer=False):
     return int(v) if integer else float(v)
 
 
+def _nonnegative(v, name):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v) \
+            or v < 0:
+        raise PbsensError(f"{name!r} must be a non-negative number, got {v!r}")
+    return float(v)
+
+
 @limit_blas_threads
 def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13,
-                  substeps=None) -> SensitivityResult:
+                  substeps=None, estimate_error=False,
+                  sens_rtol=None, sens_atol=None, state_error="auto", max_refine=6, max_split=64,
+                  max_grid_factor=200) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
     Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
@@ -110,8 +120,11 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         (so that ``h ||A|| <= 1/n_factor`` per sub-step); the exponential step when
         ``n_int > n_max`` ("exp-stiff") or when ``||A_k+1 - A_k|| <= eq_tol ||A_k||``
         and ``||B_k+1 - B_k|| <= eq_tol ||B_k||`` ("exp-equilibrium"). Paper: 10, 100, 1e-4.
-    norm : {"1", "inf", "fro"}
-        Matrix norm of the switch; default the 1-norm (max column sum).
+    norm : {"1", "inf", "fro", "scaled"}
+        Matrix norm of the switch; default the 1-norm (max column sum). ``"scaled"``:
+        ``n_int`` from the 1-norm of ``D^-1 A_k D``, ``D = diag(|x_k| + atol)`` (``atol``
+        the state solver's; invariant under unit changes of a state), the equilibrium
+        test in the 1-norm.
     interpolation : {"linear", "hermite", "dense"}
         States at refinement points: linear between grid states (the paper), cubic
         Hermite using ``f`` at both ends, or the solver's dense output (needs a
@@ -134,6 +147,36 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         accuracy. Default (None): ``DEFAULT_SUBSTEPS["rodas5p"]`` (4) for a
         Rodas5P trajectory, 1 (the solver's grid as is) for every other
         solver. Values above 1 need a Trajectory with dense output.
+    estimate_error : bool
+        Fill ``error_estimate`` (and ``error_estimate_params``): an estimate of
+        ``E_k`` (METHOD.md sections 7 and 11) by step doubling on the same trajectory,
+        one more march on the grid with every interval bisected (states there from
+        the dense output, or cubic Hermite interpolation). Default False: the
+        estimate costs two to three more marches (and, with ``state_error="auto"``,
+        a second state solve), 3-20x the cost of the sensitivities themselves on the
+        paper's models (METHOD.md section 11), too much to pay on every call inside
+        an optimiser or sampler; ask for it where the answer matters.
+    sens_rtol, sens_atol : float, optional
+        Tolerance on ``S``: grid intervals whose estimated local error exceeds their
+        share of ``sens_rtol ||S_k||_F + sens_atol`` (``sens_atol`` default 0) are
+        subdivided, states from the trajectory's dense output (or Hermite
+        interpolation; never a second state solve), until the estimate meets the
+        tolerance at every grid point, or ``max_refine`` rounds, or a grid of
+        ``max_grid_factor`` times the solver's points (then an ``AccuracyWarning``
+        names the time range). ``r.subdivisions`` counts the intervals split.
+    state_error : {"auto", "resolve", None}
+        ``"resolve"``: estimate the error of ``S`` caused by the state solve's own error:
+        one more state solve at ``rtol/10``, ``atol/10`` (needs a Trajectory) and one
+        more march on the same grid with those states; ``(10/9) ||S - S_tight|| /
+        ||S_tight||`` is stored in ``state_error_estimate`` and added to
+        ``error_estimate``; an ``AccuracyWarning`` names the time range where it
+        exceeds 1e-2. Post-hoc sensitivities cannot be more accurate than the states
+        they are computed on. ``"auto"`` (default): ``"resolve"`` when ``trajectory``
+        is a Trajectory (or states are solved here) and ``estimate_error`` is on or
+        ``sens_rtol`` is given, else None.
+    max_refine, max_split, max_grid_factor : int, int, float
+        Limits of the ``sens_rtol`` refinement: rounds (6), parts per interval and
+        round (64), grid size relative to the state solver's (200).
 
     Returns
     -------
@@ -161,6 +204,18 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     reuse_tol = float(reuse_tol)
     if substeps is not None:
         substeps = _positive(substeps, "substeps", integer=True)
+    if not isinstance(estimate_error, (bool, np.bool_)):
+        raise PbsensError(f"'estimate_error' must be True or False, got {estimate_error!r}")
+    if sens_rtol is not None:
+        sens_rtol = _positive(sens_rtol, "sens_rtol")
+        sens_atol = 0.0 if sens_atol is None else float(_nonnegative(sens_atol, "sens_atol"))
+    elif sens_atol is not None:
+        raise PbsensError("'sens_atol' needs 'sens_rtol' (give sens_rtol=... as well)")
+    if state_error not in (None, "resolve", "auto"):
+        raise PbsensError(f"'state_error' must be 'auto', 'resolve' or None, got {state_error!r}")
+    max_refine = _positive(max_refine, "max_refine", integer=True)
+    max_split = _positive(max_split, "max_split", integer=True)
+    max_grid_factor = _positive(max_grid_factor, "max_grid_factor")
     timings = {}
 
     # ---- the state trajectory
@@ -230,6 +285,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         out_index = np.arange(t.size, dtype=np.int64)
         t_out = t
 
+    if state_error == "resolve" and not isinstance(trajectory, Trajectory):
+        raise PbsensError("'state_error': 'resolve' needs a Trajectory (from solve_states) to re-solve")
     if interpolation == "dense" and sol is None:
         raise PbsensError("'interpolation': 'dense' needs a Trajectory with dense output "
                           "(solve_states(..., dense_output=True))")
@@ -239,14 +296,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     if S0 is None:
         S = model.initial_sensitivity(p)
     else:
-        try:
-            S = np.array(S0, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise PbsensError("'S0' must be a numeric array of shape (n_states, n_params)") from None
-        if S.shape != (nx, np_):
-            raise PbsensError(f"'S0' must have shape (n_states, n_params) = ({nx}, {np_}), got {S.shape}")
-        if not np.all(np.isfinite(S)):
-            raise PbsensError("'S0' contains NaN or inf")
+        S = model.check_S(S0)
     S0_used = S.copy()
     S = np.ascontiguousarray(S)
 
@@ -256,39 +306,130 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     code = codes.METHOD_CODES[method]
     norm_kind = codes.NORM_CODES[norm]
     interp = codes.INTERP_CODES[interpolation]
-    K = t.size
-    branch = np.empty(K - 1, dtype=np.int8)
-    n_int = np.empty(K - 1, dtype=np.int64)
-    reused = np.zeros(K - 1, dtype=np.int8)
-    S_out = np.empty((t_out.size, nx, np_))
-    X_sub = np.empty((0, nx))
-    sub_offset = np.zeros(K - 1, dtype=np.int64)
-    planned = 0
-    if interp == codes.INTERP_DENSE:
-        bound_plan(t, x, p, model.constants, code, n_factor, n_max, eq_tol, norm_kind, branch, n_int)
-        refined = (branch == codes.BRANCH_PBS) & (n_int > 1)
-        counts = np.where(refined, n_int - 1, 0)
-        sub_offset = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-        if counts.sum():
-            k_of = np.repeat(np.arange(K - 1), counts)
-            i_of = np.arange(counts.sum()) - sub_offset[k_of] + 1
-            t_sub = t[k_of] + i_of * (t[k_of + 1] - t[k_of]) / n_int[k_of]
-            X_sub = np.ascontiguousarray(sol(t_sub).T)
-        planned = 1
-    status = bound_march(t, x, p, model.constants, S, out_index, code, n_factor, n_max, eq_tol, norm_kind,
-                         interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused)
-    timings["sensitivities"] = time.perf_counter() - t0
-    if status >= 0:
-        raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
-                          f"[{t[status]:.6g}, {t[status + 1]:.6g}] (method {method!r}); the Jacobians may be "
-                          "non-finite there, or the PBS step unstable (try method='pbsr' or a finer grid)")
+    a = np.asarray(solver_info.get("atol", atol) if solver_info else atol, dtype=np.float64)
+    scale_atol = float(np.min(a)) if a.size and np.all(np.isfinite(a)) and np.min(a) > 0 else 1e-6
+
+    def run(tg, xg, oi, n_out, dense=None):
+        """March over the grid ``tg`` (states ``xg``), storing S where ``oi >= 0``."""
+        dense = sol if dense is None else dense
+        K = tg.size
+        branch = np.empty(K - 1, dtype=np.int8)
+        n_int = np.empty(K - 1, dtype=np.int64)
+        reused = np.zeros(K - 1, dtype=np.int8)
+        S_run = np.ascontiguousarray(S.copy())
+        S_out = np.empty((n_out, nx, np_))
+        X_sub = np.empty((0, nx))
+        sub_offset = np.zeros(K - 1, dtype=np.int64)
+        planned = 0
+        if interp == codes.INTERP_DENSE:
+            bound_plan(tg, xg, p, model.constants, code, n_factor, n_max, eq_tol, norm_kind, branch, n_int,
+                       scale_atol)
+            refined = (branch == codes.BRANCH_PBS) & (n_int > 1)
+            counts = np.where(refined, n_int - 1, 0)
+            sub_offset = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+            if counts.sum():
+                k_of = np.repeat(np.arange(K - 1), counts)
+                i_of = np.arange(counts.sum()) - sub_offset[k_of] + 1
+                t_sub = tg[k_of] + i_of * (tg[k_of + 1] - tg[k_of]) / n_int[k_of]
+                X_sub = np.ascontiguousarray(dense(t_sub).T)
+            planned = 1
+        status = bound_march(tg, xg, p, model.constants, S_run, oi, code, n_factor, n_max, eq_tol, norm_kind,
+                             interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
+                             scale_atol)
+        if status >= 0:
+            raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
+                              f"[{tg[status]:.6g}, {tg[status + 1]:.6g}] (method {method!r}); the Jacobians may "
+                              "be non-finite there, or the PBS step unstable (try method='pbsr' or a finer grid)")
+        return S_out, branch, n_int, reused
+
+    t_solver, x_solver = t, x            # the solver's grid (with t_eval merged): interpolation source
+    n_split = 0
+    E_est = E_par = None
+    if sens_rtol is None:
+        S_out, branch, n_int, reused = run(t, x, out_index, t_out.size)
+        timings["sensitivities"] = time.perf_counter() - t0
+        if estimate_error:
+            t1 = time.perf_counter()
+            t2, x2, pos = error_estimate.midpoint_states(model, p, t, x, t_solver, x_solver, sol)
+            oi2 = np.full(t2.size, -1, dtype=np.int64)
+            oi2[pos] = out_index
+            S_fine = run(t2, x2, oi2, t_out.size)[0]
+            E_est, E_par = error_estimate.relative_difference(S_out, S_fine, error_estimate.method_order(method, branch))
+            timings["error_estimate"] = time.perf_counter() - t1
+    else:
+        # refine until the step-doubling estimate meets the tolerance at every grid point
+        all_index = np.arange(t.size, dtype=np.int64)
+        for round_ in range(max_refine + 1):
+            S_all, branch, n_int, reused = run(t, x, all_index, t.size)
+            t2, x2, pos = error_estimate.midpoint_states(model, p, t, x, t_solver, x_solver, sol)
+            oi2 = np.full(t2.size, -1, dtype=np.int64)
+            oi2[pos] = all_index
+            S_fine = run(t2, x2, oi2, t.size)[0]
+            order = error_estimate.method_order(method, branch)
+            E_all, Ep_all = error_estimate.relative_difference(S_all, S_fine, order)
+            nrm = np.sqrt(np.einsum("kij,kij->k", S_fine, S_fine))
+            c = 2.0 ** order / (2.0 ** order - 1.0)
+            D = S_all - S_fine
+            abs_err = c * np.sqrt(np.einsum("kij,kij->k", D, D))
+            ok = abs_err <= sens_rtol * nrm + sens_atol
+            if np.all(ok) or round_ == max_refine:
+                break
+            counts = error_estimate.refine_counts(t, S_all, S_fine, order, sens_rtol, sens_atol, max_split)
+            if np.all(counts == 1):      # the per-interval shares are met; split where the total is not
+                bad = ~ok
+                counts[np.flatnonzero(bad[1:])] = 2
+            if t.size + int((counts - 1).sum()) > max_grid_factor * t_solver.size:   # stated limit: keep this grid
+                break
+            t_new, x_new, pos_new = error_estimate.midpoint_states(model, p, t, x, t_solver, x_solver, sol, counts)
+            n_split += int((counts > 1).sum())
+            oi_new = np.full(t_new.size, -1, dtype=np.int64)
+            oi_new[pos_new] = out_index
+            t, x, out_index = t_new, x_new, oi_new
+            all_index = np.arange(t.size, dtype=np.int64)
+        keep = out_index >= 0
+        S_out = np.empty((t_out.size, nx, np_))
+        S_out[out_index[keep]] = S_all[keep]
+        E_est = np.empty(t_out.size)
+        E_par = np.empty((t_out.size, np_))
+        E_est[out_index[keep]] = E_all[keep]
+        E_par[out_index[keep]] = Ep_all[keep]
+        if not np.all(ok):
+            error_estimate.warn_range(t, ~ok, f"sens_rtol={sens_rtol:g}, sens_atol={sens_atol:g} not met within "
+                                      f"the refinement limit ({max_refine} rounds, grid at most "
+                                      f"{max_grid_factor}x the state solver's)")
+        timings["sensitivities"] = time.perf_counter() - t0
+    E_state = None
+    if state_error == "auto":
+        state_error = ("resolve" if isinstance(trajectory, Trajectory)
+                       and (estimate_error or sens_rtol is not None) else None)
+    x_t = None
+    if state_error == "resolve":
+        t1 = time.perf_counter()
+        try:
+            x_t, sol_t = error_estimate.tight_states(model, trajectory, t)
+        except PbsensError as exc:
+            x_t = None
+            import warnings
+            warnings.warn(f"the state solve's error could not be estimated (re-solve at rtol/10 failed: {exc}); "
+                          "error_estimate covers the sensitivity march only", AccuracyWarning, stacklevel=2)
+    if x_t is not None:
+        S_t = run(t, x_t, out_index, t_out.size, dense=sol_t)[0]
+        E_state = error_estimate.state_part(S_out, S_t)
+        timings["state_error"] = time.perf_counter() - t1
+        error_estimate.warn_range(t_out, E_state > 1e-2, "the estimated error of S caused by the state solve "
+                                  "exceeds 1e-2 (post-hoc sensitivities cannot be more accurate than the states "
+                                  "they are computed on; solve the states with a smaller rtol)")
+        if E_est is not None:
+            E_est = E_est + E_state
     options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
                    reuse_tol=reuse_tol, substeps=substeps or 1)
     options.update(solver_info or {"solver": solver if "states" in timings else None,
                                    "rtol": rtol if "states" in timings else None,
                                    "atol": atol if "states" in timings else None})
+    options.update(sens_rtol=sens_rtol, sens_atol=sens_atol, state_error=state_error)
     return SensitivityResult(
         t=np.array(t_out), x=x[out_index >= 0], S=S_out, method=method, p=p.copy(),
         x0=x[0].copy(), S0=S0_used, grid=t, branch=_BRANCH_ARRAY[branch],
         n_int=n_int, model_name=model.name, state_names=list(model.state_names),
-        param_names=list(model.param_names), options=options, timings=timings, reused=reused.astype(bool))
+        param_names=list(model.param_names), options=options, timings=timings, reused=reused.astype(bool),
+        error_estimate=E_est, error_estimate_params=E_par, state_error_estimate=E_state, subdivisions=n_split)

@@ -9,12 +9,12 @@ import argparse
 import sys
 
 from ..errors import PbsensError
-from . import cache, compare, models, petab, reproduce, run, simulate
+from . import cache, compare, models, petab, reproduce, run, sample, simulate
 
 #: The subcommands, in the order ``pbsens --help`` lists them. A new command is one
 #: module with ``add_parser(subparsers) -> parser`` and ``run(args) -> int`` plus one
 #: entry here.
-COMMANDS = (models, simulate, run, compare, reproduce, petab, cache)
+COMMANDS = (models, simulate, run, compare, reproduce, petab, sample, cache)
 
 
 def build_parser():

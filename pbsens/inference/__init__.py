@@ -12,3 +12,4 @@ from .smmala import MCMCResult, smmala
 
 __all__ = ["fisher_information", "output_sensitivities", "observable_names", "GaussianLikelihood",
            "LIKELIHOOD_METHODS", "NormalPrior", "LogPosterior", "smmala", "MCMCResult"]
+from .chains import sample  # noqa: E402

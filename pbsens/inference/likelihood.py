@@ -271,6 +271,7 @@ class GaussianLikelihood:
             else:
                 if self.solver is not None:
                     kw["solver"] = self.solver
+                kw.setdefault("estimate_error", False)   # costs several marches; opt in via options
                 r = sensitivities(m, method=self.method, t_span=t_span, t_eval=self.t, p=p, x0=self.x0, **kw)
                 cols = self.index
             y, Sy = output_sensitivities(m, r)

@@ -61,6 +61,14 @@ class MCMCResult:
         ``eps`` at each burn-in iteration.
     param_names : list of str
     seed : int or None
+    accepted : ndarray of bool (n_samples,)
+        Whether each kept iteration accepted its proposal.
+    accept_prob : ndarray (n_samples,)
+        The Metropolis-Hastings acceptance probability ``min(1, alpha)`` of each
+        kept iteration (0 for a rejected failed solve).
+    solver_failed : ndarray of bool (n_samples,)
+        Kept iterations whose proposal was rejected because its solve failed or its
+        metric could not be factorised.
     """
 
     chain: np.ndarray
@@ -79,6 +87,9 @@ class MCMCResult:
     step_size_trace: np.ndarray = None
     param_names: list = field(default_factory=list)
     seed: object = None
+    accepted: np.ndarray = None
+    accept_prob: np.ndarray = None
+    solver_failed: np.ndarray = None
 
     @property
     def n_samples(self) -> int:
@@ -151,6 +162,32 @@ def _chol(G, max_tries=8):
     return None, True
 
 
+def _chol_floor(G, rel_floor):
+    """Cholesky factor of ``G`` with its eigenvalues replaced by ``max(|lambda|, rel_floor lambda_max)``.
+
+    Regularises a singular or indefinite metric (a non-identifiable direction, a
+    Fisher information plus a non-convex prior term): the absolute value keeps the
+    metric's scale in every direction (as the SoftAbs metric of Betancourt 2013 does
+    smoothly), the floor bounds the proposal's spread in flat directions. A
+    deterministic function of ``G`` (so of ``theta``): the proposal density is exact
+    and Metropolis-Hastings keeps detailed balance. Returns ``(L, regularised)``.
+    """
+    G = 0.5 * (G + G.T)
+    if not np.all(np.isfinite(G)):
+        return None, True
+    w, V = np.linalg.eigh(G)
+    top = float(np.max(np.abs(w)))
+    if not top > 0:
+        return None, True
+    floor = rel_floor * top
+    w2 = np.maximum(np.abs(w), floor)
+    reg = bool(np.any(w < floor))
+    try:
+        return np.linalg.cholesky((V * w2) @ V.T), reg
+    except np.linalg.LinAlgError:
+        return None, True
+
+
 class _State:
     """A point with everything the proposal needs: ``theta, logp, L, v = G^-1 grad``."""
 
@@ -207,7 +244,7 @@ def _progress_enabled(progress):
 
 # ----------------------------------------------------------------------------- sampler
 def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, adapt=True,
-           target_accept=0.6, progress=None) -> MCMCResult:
+           target_accept=0.6, progress=None, *, metric_floor=None, callback=None) -> MCMCResult:
     """Simplified manifold MALA (Girolami and Calderhead 2011; METHOD.md section 8).
 
     Proposal ``theta* ~ N(theta + (eps^2/2) G^-1 grad, eps^2 G^-1)`` with the metric
@@ -242,6 +279,14 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
         Target acceptance probability, in (0, 1); default 0.6 (MALA's optimum is 0.574).
     progress : bool, optional
         Show a tqdm progress bar; default: only when stderr is a terminal.
+    metric_floor : float, optional
+        Regularise the metric by its eigenvalues: ``|lambda|`` floored at
+        ``metric_floor * max |lambda|`` (see ``_chol_floor``), for singular or
+        indefinite metrics (e.g. ``1e-6``). Default ``None``: Cholesky with
+        round-off-level jitter only; a genuinely indefinite metric rejects the proposal.
+    callback : callable, optional
+        ``callback(i, theta, logp, accepted, accept_prob, step_size, failed)`` after
+        every iteration ``i`` (burn-in included; the sample index is ``i - burn_in``).
 
     Returns
     -------
@@ -294,7 +339,11 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
     if G.shape != (d, d) or g.shape != (d,):
         raise PbsensError(f"'posterior'.evaluate returned grad {g.shape} and metric {G.shape}, "
                           f"expected ({d},) and ({d}, {d})")
-    L, jit = _chol(G)
+    if metric_floor is not None and (isinstance(metric_floor, bool) or not isinstance(
+            metric_floor, (int, float, np.floating)) or not 0 < metric_floor < 1):
+        raise PbsensError(f"'metric_floor' must be a number in (0, 1), got {metric_floor!r}")
+    factor = _chol if metric_floor is None else (lambda M: _chol_floor(M, float(metric_floor)))
+    L, jit = factor(G)
     if L is None:
         raise PbsensError("'theta0': the metric is not positive definite there, even with jitter "
                           "(add a prior, or start elsewhere)")
@@ -305,6 +354,8 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
     chain = np.empty((n_total, d))
     logps = np.empty(n_total)
     accepted = np.zeros(n_total, dtype=bool)
+    probs = np.zeros(n_total)
+    failed = np.zeros(n_total, dtype=bool)
     eps_trace = np.empty(burn_in)
     log_eps = math.log(step_size)
     n_failed = n_non_pd = 0
@@ -332,11 +383,13 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
             ev = _evaluate(posterior, prop)
             if ev is None:
                 n_failed += 1
+                failed[i] = True
             else:
-                L_new, jit = _chol(ev[2])
+                L_new, jit = factor(ev[2])
                 n_jitter += int(jit)
                 if L_new is None:
                     n_non_pd += 1
+                    failed[i] = True
                 else:
                     new = _State(prop, ev[0], L_new, ev[1])
                     log_alpha = new.logp - cur.logp + _log_q(cur.theta, new, eps) - _log_q(prop, cur, eps)
@@ -351,6 +404,9 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
                 log_eps = min(max(log_eps, math.log(1e-8)), math.log(1e3))
             chain[i] = cur.theta
             logps[i] = cur.logp
+            probs[i] = alpha
+            if callback is not None:
+                callback(i, cur.theta, cur.logp, bool(accepted[i]), alpha, eps, bool(failed[i]))
             if bar is not None:
                 bar.update(1)
                 if (i + 1) % 50 == 0:
@@ -369,4 +425,6 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
         n_failed=n_failed, n_non_pd=n_non_pd, n_jitter=n_jitter, n_evaluations=n_total + 1,
         burn_in_chain=chain[:burn_in].copy(), burn_in_logp=logps[:burn_in].copy(), step_size_trace=eps_trace,
         param_names=list(getattr(posterior, "param_names", []) or []),
-        seed=seed if not isinstance(seed, np.random.Generator) else None)
+        seed=seed if not isinstance(seed, np.random.Generator) else None,
+        accepted=accepted[burn_in:].copy(), accept_prob=probs[burn_in:].copy(),
+        solver_failed=failed[burn_in:].copy())

@@ -9,6 +9,7 @@ INTERP_LINEAR, INTERP_HERMITE, INTERP_DENSE = 0, 1, 2
 INTERP_CODES = {"linear": INTERP_LINEAR, "hermite": INTERP_HERMITE, "dense": INTERP_DENSE}
 #: Branch per grid interval; indices into ``pbsens.result.BRANCH_NAMES``.
 BRANCH_PBS, BRANCH_EQUILIBRIUM, BRANCH_STIFF, BRANCH_EXP, BRANCH_EXP2 = 0, 1, 2, 3, 4
-#: Matrix norms: 1-norm (max column sum), inf-norm (max row sum), Frobenius.
-NORM_1, NORM_INF, NORM_FRO = 0, 1, 2
-NORM_CODES = {"1": NORM_1, "inf": NORM_INF, "fro": NORM_FRO}
+#: Matrix norms: 1-norm (max column sum), inf-norm (max row sum), Frobenius; "scaled": the
+#: 1-norm of ``D^-1 A D``, ``D = diag(|x_k| + atol)`` (switch only; not a ``linalg`` norm).
+NORM_1, NORM_INF, NORM_FRO, NORM_SCALED = 0, 1, 2, 3
+NORM_CODES = {"1": NORM_1, "inf": NORM_INF, "fro": NORM_FRO, "scaled": NORM_SCALED}

@@ -34,7 +34,7 @@ from numba.core.typing.typeof import typeof_impl
 from . import linalg, steps
 from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRANCH_STIFF,  # noqa: F401
                     INTERP_CODES, INTERP_DENSE, INTERP_HERMITE, METHOD_CODES, METHOD_EXP, METHOD_EXP2,
-                    METHOD_PBS, METHOD_PBSR2)
+                    METHOD_PBS, METHOD_PBSR2, NORM_SCALED)
 from .signatures import f8, i8vec, ivec, jacs_fn, jacs_fn_sig, mat, tens, vec, vector_fn, vector_fn_sig
 from .views import flat
 
@@ -130,18 +130,44 @@ def _reusable(X, h, Xc, hc, norm_c, tol):
     return True
 
 
-@njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8, vec), cache=True, _nrt=False)
-def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, colsum):
+@njit(f8(mat, vec, f8, vec), cache=True, _nrt=False)
+def _norm_scaled(A, x, atol, colsum):
+    """``||D^-1 A D||_1`` with ``D = diag(|x| + atol)``, row by row (no temporary).
+
+    Invariant under rescaling a state (unit conversions), unlike ``||A||_1``.
+    """
+    n, m = A.shape
+    for j in range(m):
+        colsum[j] = 0.0
+    for i in range(n):
+        w = 1.0 / (abs(x[i]) + atol)
+        for j in range(m):
+            colsum[j] += abs(A[i, j]) * w
+    best = 0.0
+    for j in range(m):
+        best = max(best, colsum[j] * (abs(x[j]) + atol))
+    return best
+
+
+@njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8, vec, vec, f8), cache=True, _nrt=False)
+def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, colsum, x0, scale_atol):
     """Branch and number of sub-intervals for one grid interval (Algorithm 2's switch).
 
-    ``colsum``: work vector of length ``>= max(nx, np)``.
+    ``colsum``: work vector of length ``>= max(nx, np)``. ``x0``, ``scale_atol``: the
+    state at ``t_k`` and the absolute term of ``D`` for the scaled norm (``NORM_SCALED``,
+    which sizes ``n_int``; the equilibrium test then uses the 1-norm).
     """
     if method == METHOD_EXP:
         return BRANCH_EXP, 1
     if method == METHOD_EXP2:
         return BRANCH_EXP2, 1
-    nA = _norm(A0, norm_kind, colsum)
-    c = n_factor * h * nA
+    if norm_kind == NORM_SCALED:
+        c = n_factor * h * _norm_scaled(A0, x0, scale_atol, colsum)
+        norm_kind = 0
+        nA = _norm(A0, norm_kind, colsum)
+    else:
+        nA = _norm(A0, norm_kind, colsum)
+        c = n_factor * h * nA
     n = 1
     if c > 1.0:
         n = int(math.ceil(c)) if c < 9.0e18 else 9 * 10 ** 18
@@ -155,9 +181,9 @@ def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, colsu
     return BRANCH_PBS, n
 
 
-@njit(types.void(jacs_fn, vec, types.Array(types.float64, 2, "C"), vec, vec, i8, f8, i8, f8, i8, i8vec, ivec),
+@njit(types.void(jacs_fn, vec, types.Array(types.float64, 2, "C"), vec, vec, i8, f8, i8, f8, i8, i8vec, ivec, f8),
       cache=True)
-def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n_int):
+def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n_int, scale_atol):
     """Fill ``branch`` and ``n_int`` per interval without marching (for dense-output refinement)."""
     K, nx = X.shape
     np_ = p.shape[0]
@@ -169,17 +195,17 @@ def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n
         g = k % 2
         jacs(t[k + 1], X[k + 1], p, c, Ag[1 - g], Bg[1 - g])
         b, n = _decide(Ag[g], Ag[1 - g], Bg[g], Bg[1 - g], t[k + 1] - t[k], method, n_factor, n_max,
-                       eq_tol, norm_kind, colsum)
+                       eq_tol, norm_kind, colsum, X[k], scale_atol)
         branch[k] = b
         n_int[k] = n
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens), cache=True,
+         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens, f8), cache=True,
       _nrt=False)
 def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                 interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws):
+                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol):
     """The body of :func:`march`, given its work arrays (no allocation, no reference counting)."""
     K, nx = X.shape
     np_ = p.shape[0]
@@ -218,7 +244,7 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
             b = np.int64(branch[k])
             n = np.int64(n_int[k])
         else:
-            b, n = _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, cs)
+            b, n = _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, cs, X[k], scale_atol)
             branch[k] = b
             n_int[k] = n
         reused[k] = 0
@@ -305,9 +331,9 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         f8, tens, i8vec, ivec, i8vec), cache=True)
+         f8, tens, i8vec, ivec, i8vec, f8), cache=True)
 def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
-          interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused):
+          interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused, scale_atol):
     """March ``S`` over the grid ``t`` with states ``X`` (Algorithms 1-3).
 
     Parameters
@@ -338,6 +364,8 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
         Output: 1 where an exponential branch reused the previous exponential, or
         where PBS sub-steps reused their step matrices (equal Jacobians on
         consecutive sub-steps, bitwise the same result); else 0.
+    scale_atol : float
+        ``atol`` of ``D = diag(|x_k| + atol)`` when ``norm_kind`` is ``NORM_SCALED``.
 
     Returns
     -------
@@ -363,7 +391,7 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     ws = linalg.workspace(nx)
     return _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                        interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws)
+                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol)
 
 
 class _Compiled(types.WrapperAddressProtocol):

@@ -40,7 +40,7 @@ rejection the Jacobian is kept (same ``t_n``, ``x_n``), only ``W`` is
 refactorised. ``df/dt`` by a forward difference with increment
 ``sqrt(eps max(1e-5, |t|))`` as in ``rodas.f`` (skipped for autonomous models).
 Initial step: Hairer, Norsett and Wanner, Solving ODEs I, Sec. II.4 (the
-algorithm scipy's ``solve_ivp`` also uses).
+algorithm scipy's ODE solvers also use).
 
 Stops (``tstops``, breakpoints): a step never crosses one. It is shortened to
 end exactly there, and the right-hand side is evaluated at most at the

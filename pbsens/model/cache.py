@@ -292,6 +292,20 @@ def _try_lock(path: str):
 
 
 # ------------------------------------------------------------------ the whole cache
+def _discard_unless_locked(directory: str, key: str) -> bool:
+    """Remove an entry and its lock file unless another process holds its lock."""
+    fd = _try_lock(entry_path(directory, key, ".lock"))
+    if fd is None:
+        return False
+    try:
+        discard_entry(directory, key)
+        with contextlib.suppress(OSError):
+            os.remove(entry_path(directory, key, ".lock"))
+    finally:
+        os.close(fd)
+    return True
+
+
 def _entries(directory: str) -> dict:
     """``{key: {"files": [...], "size_bytes": n, "last_used": t, "created": t}}``."""
     out = {}
@@ -349,15 +363,8 @@ def enforce_size_bound(directory: str, keep=()) -> list:
             break
         if key in keep:
             continue
-        fd = _try_lock(entry_path(directory, key, ".lock"))
-        if fd is None:
+        if not _discard_unless_locked(directory, key):
             continue
-        try:
-            discard_entry(directory, key)
-            with contextlib.suppress(OSError):
-                os.remove(entry_path(directory, key, ".lock"))
-        finally:
-            os.close(fd)
         total -= e["size_bytes"]
         removed.append(key)
     return removed
@@ -411,16 +418,9 @@ def cache_clear() -> dict:
     directory = cache_dir()
     removed = skipped = freed = 0
     for key, e in _entries(directory).items():
-        fd = _try_lock(entry_path(directory, key, ".lock"))
-        if fd is None:
+        if not _discard_unless_locked(directory, key):
             skipped += 1
             continue
-        try:
-            discard_entry(directory, key)
-            with contextlib.suppress(OSError):
-                os.remove(entry_path(directory, key, ".lock"))
-        finally:
-            os.close(fd)
         removed += e["created"] is not None
         freed += e["size_bytes"]
     for tmp in glob.glob(os.path.join(glob.escape(directory), f".{MODULE_PREFIX}*.tmp")):

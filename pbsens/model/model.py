@@ -179,6 +179,21 @@ class Model:
         """Validate a state vector (length, finiteness)."""
         return _check_vector(x, self.n_states, name, f"model {self.name!r} has {self.n_states} states")
 
+    def check_S(self, S, name="S0", n_cols=None) -> np.ndarray:
+        """Validate a sensitivity matrix: shape ``(n_states, n_cols)`` (default all
+        parameters), numbers, finite. Returns a new float64 array."""
+        n_cols = self.n_params if n_cols is None else n_cols
+        try:
+            S = np.array(S, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise PbsensError(f"{name!r} must be a numeric array of shape (n_states, n_params)") from None
+        if S.shape != (self.n_states, n_cols):
+            raise PbsensError(f"{name!r} must have shape (n_states, n_params) = ({self.n_states}, {n_cols}), "
+                              f"got {S.shape}")
+        if not np.all(np.isfinite(S)):
+            raise PbsensError(f"{name!r} contains NaN or inf")
+        return S
+
     def param_index(self, names) -> np.ndarray:
         """Indices of parameters given by name (or already by index)."""
         idx = []

@@ -67,7 +67,9 @@ How the tables map onto a :class:`~pbsens.model.spec.ModelSpec`
   outputs become ``spec.outputs``.
 * Experiments are stored in ``meta["experiments"]`` as ``{id: {"inputs":
   {name: value}, "initial": {compound: value}, "t0": float}}`` (plus
-  ``"other"`` for other columns, e.g. ``!Time``, ``!Type``); values are linear.
+  ``"other"`` for other columns, e.g. ``!Time``, ``!Type``, and free-text
+  columns such as ``!Comment``/``comment``/``!Name``, which are ignored in
+  every layout); values are linear.
   ``experiment=`` applies one of them to the spec's parameter values and
   initial values and records ``meta["experiment"]`` and ``meta["t0"]``.
 * The time variable is ``t`` (``time`` if some table defines ``t``); formulas may
@@ -139,6 +141,9 @@ _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0", ""}
 _NO_ASSIGNMENT = {"", "none", "false", "no", "na", "-"}
 _EMPTY_SIDE = {"", "0", "∅", "ø", "null", "nothing", "none", "[]"}
+#: Free-text columns of an Experiments table, ignored in every layout (normalised names).
+_FREE_TEXT = {"comment", "comments", "name", "description", "notes", "note", "remark", "remarks", "reference",
+              "references", "source", "datasource", "figure"}
 _ARROW = re.compile(r"<=>|<->|<==>|=>|->|-->|→|⇌")
 _IDENT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
 
@@ -637,6 +642,8 @@ class _Builder:
                     raise t.error(t.header_line, raw,
                                   f"column {raw!r} names {bare!r}, which is a {self.defined[bare][0]}, not an "
                                   f"input, parameter or compound")
+            elif _norm(raw) in _FREE_TEXT:
+                roles.append(("other", raw.lstrip("!").strip()))   # free text (comments, names, sources)
             elif raw.startswith(">") or (not t.standard and not raw.startswith("!")):
                 raise t.error(t.header_line, raw,
                               f"column {raw!r} is not an input, parameter or compound of the model "

@@ -18,8 +18,13 @@ def load(yaml_path, *, lint=True) -> Problem:
     including its linter unless ``lint=False``); bad files raise
     :class:`PetabError` naming the file, row and column. The SBML model is
     compiled once, with the observables and noise formulas as its outputs (the
-    on-disk cache keeps it).
+    on-disk cache keeps it). A folder instead of a YAML file is read as an SBtab
+    estimation problem (UQSA layout, :func:`pbsens.problems.sbtab_problem.load_sbtab`).
     """
+    import os
+    if os.path.isdir(os.fspath(yaml_path)):     # an SBtab folder (UQSA layout)
+        from .sbtab_problem import load_sbtab
+        return load_sbtab(yaml_path, lint=lint)
     from .petab import read_problem
     problem, files = read_problem(yaml_path)
     return Problem.from_petab(problem, lint=lint, files=files)

@@ -127,17 +127,6 @@ def _check_t_eval(t_eval, t0):
     return te
 
 
-def _check_S0(S0, nx, np_):
-    try:
-        S = np.array(S0, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise PbsensError("'S0' must be a numeric array of shape (n_states, n_params)") from None
-    if S.shape != (nx, np_):
-        raise PbsensError(f"'S0' must have shape (n_states, n_params) = ({nx}, {np_}), got {S.shape}")
-    if not np.all(np.isfinite(S)):
-        raise PbsensError("'S0' contains NaN or inf")
-    return S
-
 
 def _stops(model, p, t0, t_last):
     """Sorted list of ``(time, breakpoints [(dtau)], events [(k, dtau)])`` after ``t0``; events at ``t0``;
@@ -266,7 +255,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     sens = bool(sensitivities)
     S = None
     if sens:
-        S = model.initial_sensitivity(p) if S0 is None else _check_S0(S0, nx, np_)
+        S = model.initial_sensitivity(p) if S0 is None else model.check_S(S0)
     if not isinstance(method, str):
         raise PbsensError(f"'method' must be a string, got {method!r}")
     if "params" in options:

@@ -180,18 +180,10 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
         x = model.initial_state(p)
     else:
         x = model.check_x(x0, "x0").copy()
-    nx, np_ = model.n_states, model.n_params
     if S0 is None:
         S0 = model.initial_sensitivity(p)
     else:
-        try:
-            S0 = np.array(S0, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise PbsensError("'S0' must be a numeric array of shape (n_states, n_params)") from None
-        if S0.shape != (nx, np_):
-            raise PbsensError(f"'S0' must have shape (n_states, n_params) = ({nx}, {np_}), got {S0.shape}")
-        if not np.all(np.isfinite(S0)):
-            raise PbsensError("'S0' contains NaN or inf")
+        S0 = model.check_S(S0)
     if strategy not in ("simulate", "newton"):
         raise PbsensError(f"'strategy' must be 'simulate' or 'newton', got {strategy!r}")
     for name, v in (("rtol", rtol), ("atol", atol), ("max_time", max_time)):

@@ -171,7 +171,7 @@ def solve_rosenbrock(model, t_span, t_eval=None, p=None, x0=None, rtol=1e-5, ato
     rtol, atol : float or array_like (n_states,)
         Relative and absolute tolerances, scalar or one per state: the local
         error estimate of each step, scaled by ``atol_i + rtol_i max(|x_i|,
-        |x_new,i|)``, must have RMS norm at most 1 (as in scipy's ``solve_ivp``).
+        |x_new,i|)``, must have RMS norm at most 1 (as in scipy's ODE solvers).
     tstops : array_like, optional
         Times inside ``t_span`` where steps must end exactly (breakpoints of a
         right-hand side that jumps in time, dosing or event times). Strictly

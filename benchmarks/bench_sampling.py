@@ -1,0 +1,81 @@
+"""SMMALA on Boehm with exp2-, pbsr- and fs-based sensitivities: R-hat, ESS per second, agreement.
+
+For each method, ``pbsens.sample`` runs ``--chains`` chains of ``--draws`` draws
+(burn-in ``--burn-in``, default draws/2) from the nominal point with the same
+root seed plus the method's index, in local processes (``--workers``) or on a dask scheduler
+(``--scheduler``). Reported per method: the largest R-hat over the estimated
+parameters, the smallest bulk / tail ESS, ESS per second (smallest bulk ESS
+divided by the chains' summed sampling seconds, so independent of how many
+chains ran at once) and the mean acceptance. Then the ESS/s ratios exp2 / fs
+and pbsr / fs, and whether every posterior mean of exp2 (and pbsr) agrees with
+fs within 2 Monte Carlo standard errors (``|m_a - m_b| <= 2 sqrt(mcse_a^2 +
+mcse_b^2)``, arviz's ``mcse_mean``).
+
+Full size (4 chains x 2000 draws, three methods) takes a long time on a shared
+2-core machine; try ``--draws 100`` first. Run from the repository root::
+
+    python -m benchmarks.bench_sampling [--chains 4] [--draws 2000] [--methods exp2 pbsr fs] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BOEHM = ROOT / "tests" / "data" / "petab" / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--problem", default=str(BOEHM))
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--draws", type=int, default=2000)
+    ap.add_argument("--burn-in", type=int, default=None)
+    ap.add_argument("--methods", nargs="+", default=["exp2", "pbsr", "fs"])
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--scheduler", default=None)
+    ap.add_argument("--out", default=None, help="write each method's outputs into OUT/<method>")
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    import pbsens
+    import pbsens.petab as pp
+    from pbsens.inference.sample_output import summary, write_sample_output
+    problem = pp.load(args.problem)
+    print(f"{problem}: {args.chains} chains x {args.draws} draws, burn-in "
+          f"{args.burn_in if args.burn_in is not None else args.draws // 2}, seeds {args.seed} + method index, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    tables = {}
+    for i, m in enumerate(args.methods):
+        # a different root seed per method: chains of two methods with one seed would be coupled (nearly
+        # the same draws), which makes the agreement of their means a weak check
+        idata = pbsens.sample(problem, chains=args.chains, draws=args.draws, burn_in=args.burn_in, method=m,
+                              seed=args.seed + i, client=args.scheduler, n_workers=args.workers, progress=True)
+        df = summary(idata)
+        tables[m] = df
+        att = idata.posterior.attrs
+        secs = att["sampling_seconds"]
+        print(f"{m:5s}  max R-hat {df['r_hat'].max():.3f}  min ESS bulk {df['ess_bulk'].min():.0f}  "
+              f"tail {df['ess_tail'].min():.0f}  ESS/s {df['ess_bulk'].min() / secs:.3f}  "
+              f"acceptance {float(idata.sample_stats.accepted.mean()):.2f}  "
+              f"{secs:.0f} s summed over chains ({att['wall_time']:.0f} s wall)", flush=True)
+        if args.out:
+            write_sample_output(idata, os.path.join(args.out, m), force=True)
+    if "fs" in tables:
+        ref = tables["fs"]
+        for m in (x for x in args.methods if x != "fs"):
+            df = tables[m]
+            tol = 2 * np.sqrt(df["mcse_mean"] ** 2 + ref["mcse_mean"] ** 2)
+            diff = (df["mean"] - ref["mean"]).abs()
+            ok = bool((diff <= tol).all())
+            r = (df["ess_bulk_per_s"].min()) / (ref["ess_bulk_per_s"].min())
+            print(f"{m} vs fs: ESS/s ratio (smallest over parameters) {r:.2f}x; means within 2 MC standard "
+                  f"errors: {ok} (largest |diff| / tol = {float((diff / tol).max()):.2f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,373 @@
+"""Parallel SMMALA chains on an estimation problem, returned as an ArviZ ``InferenceData``.
+
+:func:`sample` runs ``chains`` independent :func:`~pbsens.smmala` chains on the
+posterior ``PEtab priors x likelihood`` on the parameter scale (a parameter
+without a prior is uniform on its bounds), in parallel through
+:mod:`pbsens.parallel` (local processes, or dask). Chain ``k``'s random numbers
+come from ``numpy.random.SeedSequence(seed).spawn(chains)[k]``: independent
+streams, reproducible from the one ``seed``, whatever worker runs the chain.
+
+A chain that raises, or whose worker dies, is reported (a warning naming its
+seed and chain number, and ``idata.attrs["failed_chains"]``); the draws it made
+before (from the worker's last checkpoint when the process died) are kept in
+the group ``partial_chain_<k>``; the other chains form the posterior.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+from ..errors import PbsensError
+
+__all__ = ["sample"]
+
+
+def _check_int(v, name, minimum):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
+        raise PbsensError(f"{name!r} must be an integer >= {minimum}, got {v!r}")
+    return int(v)
+
+
+# ------------------------------------------------------------------ worker side
+def _write(path, text):
+    try:
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass   # a remote worker without the scratch directory: no progress display
+
+
+def _checkpoint(path, chain, logp, n):
+    try:
+        tmp = path + ".tmp.npz"
+        np.savez(tmp, chain=chain[:n], logp=logp[:n])
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _chain_item(context, item):
+    """Run one chain in a worker; returns a dict (``"result"`` or ``"error"`` + partial draws)."""
+    problem, opts = context
+    if isinstance(problem, tuple):
+        from ..parallel import worker_problem
+        problem = worker_problem(problem)
+    from .smmala import smmala
+    k = item["chain"]
+    rng = np.random.default_rng(np.random.SeedSequence(item["entropy"], spawn_key=(k,)))
+    n_total = opts["burn_in"] + opts["draws"]
+    d = problem.dim
+    buf = np.empty((n_total, d))
+    lbuf = np.empty(n_total)
+    state = {"n": 0, "t_prog": 0.0, "t_ckpt": time.perf_counter()}
+    scratch = opts.get("scratch")
+    prog = os.path.join(scratch, f"chain_{k}.progress") if scratch else None
+    ckpt = os.path.join(scratch, f"chain_{k}.npz") if scratch else None
+    fault = opts.get("fault") or {}
+
+    def callback(i, theta, logp, accepted, prob, eps, failed):
+        buf[i] = theta
+        lbuf[i] = logp
+        state["n"] = i + 1
+        now = time.perf_counter()
+        if prog and now - state["t_prog"] > 0.3:
+            state["t_prog"] = now
+            _write(prog, f"{i + 1} {n_total}")
+            if opts.get("poll") is not None:     # chains run in this process: update the bars here
+                opts["poll"]()
+        if ckpt and ((i + 1) % 25 == 0 or now - state["t_ckpt"] > 2.0):
+            state["t_ckpt"] = now
+            _checkpoint(ckpt, buf, lbuf, i + 1)
+        if fault.get("chain") == k and i + 1 == fault.get("at"):
+            if fault.get("mode") == "exit":
+                os._exit(17)   # a test hook: the worker process dies mid-chain
+            raise RuntimeError(f"test fault in chain {k} at iteration {i + 1}")
+
+    post = problem.log_posterior(method=opts["method"], **opts.get("solver_options", {}))
+    if opts.get("box_metric"):
+        post = _BoxMetric(post, problem.priors)
+    t0 = time.perf_counter()
+    try:
+        res = smmala(post, item["theta0"], opts["draws"], step_size=opts.get("step_size"),
+                     burn_in=opts["burn_in"], seed=rng, target_accept=opts["target_accept"], progress=False,
+                     metric_floor=opts.get("metric_floor"), callback=callback)
+    except Exception as exc:  # noqa: BLE001 - reported with the chain's seed, partial draws kept
+        import traceback
+        n = state["n"]
+        return {"chain": k, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
+                "partial": buf[:n].copy(), "partial_logp": lbuf[:n].copy(), "wall": time.perf_counter() - t0}
+    if prog:
+        _write(prog, f"{n_total} {n_total}")
+    return {"chain": k, "result": res, "wall": time.perf_counter() - t0}
+
+
+class _BoxMetric:
+    """A posterior whose SMMALA metric adds, for each parameter without a proper prior, the
+    precision ``12 / width^2`` of the uniform distribution on its support (bounds, or a
+    uniform prior's interval).
+
+    Evidence (Boehm at its nominal point): the Fisher information has eigenvalues from
+    2e-10 to 6e3, so a relative eigenvalue floor alone leaves proposals in the flat
+    directions wider than the bounds, and nearly all of them are rejected. The added
+    term caps the proposal's spread at about the support's width. It changes the
+    proposal only (a deterministic function of ``theta``), not the target.
+    """
+
+    def __init__(self, post, priors):
+        self.post = post
+        lo, hi = np.array(priors.lower, float), np.array(priors.upper, float)
+        for i, (t, pp) in enumerate(zip(priors.types, priors.params)):
+            if t is not None and t.endswith("niform"):
+                lo[i], hi[i] = pp
+        flat = np.array([t is None or t.endswith("niform") for t in priors.types])
+        width = hi - lo
+        ok = flat & np.isfinite(width) & (width > 0)
+        self.extra = np.diag(np.where(ok, 12.0 / np.where(ok, width, 1.0) ** 2, 0.0))
+        self.dim = post.dim
+        self.param_names = post.param_names
+
+    def evaluate(self, theta):
+        lp, g, G = self.post.evaluate(theta)
+        return lp, g, G + self.extra
+
+
+# ------------------------------------------------------------------ progress
+class _Bars:
+    def __init__(self, chains, total, scratch, enabled):
+        self.scratch = scratch
+        self.bars = None
+        if enabled:
+            from tqdm.auto import tqdm
+            size = shutil.get_terminal_size((100, 24))     # a pty may report 0 x 0: tqdm then hides bars
+            width, rows = size.columns or 100, max(size.lines, chains + 2)
+            self.bars = [tqdm(total=total, desc=f"chain {k}", position=k, leave=True, unit="it", ncols=width,
+                              nrows=rows)
+                         for k in range(chains)]
+
+    def poll(self):
+        if self.bars is None:
+            return
+        for k, bar in enumerate(self.bars):
+            try:
+                with open(os.path.join(self.scratch, f"chain_{k}.progress"), encoding="utf-8") as fh:
+                    n = int(fh.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            if n > bar.n:
+                bar.update(n - bar.n)
+
+    def close(self):
+        if self.bars is not None:
+            self.poll()
+            for bar in self.bars:
+                bar.close()
+
+
+def _progress_enabled(progress):
+    """Bars only when asked and stderr is a terminal."""
+    if not progress:
+        return False
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------ the sampler
+def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None, client=None, n_workers=None,
+           progress=True, *, theta0=None, metric_floor=1e-8, box_metric=True, step_size=None, target_accept=0.6,
+           solver_options=None, _fault=None):
+    """Run ``chains`` SMMALA chains in parallel on ``problem``'s posterior.
+
+    Parameters
+    ----------
+    problem : Problem
+        From :func:`pbsens.petab.load` (a PEtab YAML or an SBtab folder).
+    chains, draws : int
+        Number of chains and kept draws per chain.
+    burn_in : int, optional
+        Iterations discarded per chain, during which (only) the step size adapts;
+        default ``draws // 2``.
+    method : str
+        Sensitivity method of the likelihood: ``"exp2"``, ``"pbsr"``, ... or ``"fs"``.
+    seed : int, optional
+        Root seed; chain ``k`` uses ``SeedSequence(seed).spawn(chains)[k]``. Default:
+        fresh entropy, recorded in ``idata.attrs["seed"]`` to rerun the same chains.
+    client, n_workers
+        Where the chains run (:func:`pbsens.parallel.map_tasks`): local processes
+        (default ``min(chains, CPUs)``), a dask ``Client``, a scheduler address or
+        ``"local"``. ``n_workers=1`` without a client runs the chains here, one after
+        the other.
+    progress : bool
+        A tqdm bar per chain when stderr is a terminal (quiet otherwise).
+    theta0 : array_like (d,) or (chains, d), optional
+        Starting points; default the nominal values.
+    metric_floor : float or None
+        Eigenvalue floor of the SMMALA metric, relative to its largest eigenvalue
+        (see :func:`pbsens.smmala`); ``None`` for jitter-or-reject.
+    box_metric : bool
+        Add to the metric the precision ``12 / width^2`` of the uniform distribution
+        on each flat parameter's support (see ``_BoxMetric``): keeps proposals in
+        non-identifiable directions within the bounds.
+    step_size, target_accept
+        As in :func:`pbsens.smmala`.
+    solver_options : dict, optional
+        Passed to ``Problem.evaluate`` (``rtol``, ``atol``, ``solver``).
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior`` (dims ``chain``, ``draw``; one variable per estimated
+        parameter id), ``sample_stats`` (``lp``, ``accepted``, ``acceptance_rate``,
+        ``step_size``, ``solver_failed``), ``observed_data`` (the measurements), and
+        ``attrs`` with the seed, method, per-chain seconds and failures.
+
+    Raises
+    ------
+    PbsensError
+        Invalid arguments, or every chain failed (the message names each seed).
+    """
+    try:
+        import arviz  # noqa: F401
+    except ImportError:
+        raise PbsensError("sample() needs ArviZ: pip install arviz") from None
+    chains = _check_int(chains, "chains", 1)
+    draws = _check_int(draws, "draws", 1)
+    burn_in = draws // 2 if burn_in is None else _check_int(burn_in, "burn_in", 0)
+    from ..sensitivities import METHODS
+    if method != "fs" and method not in METHODS:
+        raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or not 0 <= seed < 2 ** 63):
+        raise PbsensError(f"'seed' must be an integer in [0, 2**63) or None, got {seed!r}")
+    if seed is None:      # fresh, recorded (a 63-bit integer fits the netCDF attributes)
+        import secrets
+        seed = secrets.randbits(63)
+    entropy = int(seed)
+    d = problem.dim
+    if theta0 is None:
+        starts = np.tile(problem.x_nominal, (chains, 1))
+    else:
+        try:
+            starts = np.array(theta0, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise PbsensError(f"'theta0' must be an array of numbers, shape ({d},) or ({chains}, {d})") from None
+        if starts.shape == (d,):
+            starts = np.tile(starts, (chains, 1))
+        if starts.shape != (chains, d) or not np.all(np.isfinite(starts)):
+            raise PbsensError(f"'theta0' must be finite with shape ({d},) or ({chains}, {d}), got {starts.shape}")
+    if n_workers is None and client is None:
+        n_workers = max(1, min(chains, os.cpu_count() or 1))
+    in_process = client is None and n_workers == 1
+    from ..parallel import TaskFailure, map_tasks, problem_recipe
+    target = problem if in_process else problem_recipe(problem)
+    scratch = tempfile.mkdtemp(prefix="pbsens-chains-")
+    opts = dict(method=method, draws=draws, burn_in=burn_in, metric_floor=metric_floor, box_metric=box_metric,
+                step_size=step_size,
+                target_accept=target_accept, scratch=scratch, fault=_fault,
+                solver_options=dict(solver_options or {}))
+    items = [dict(chain=k, entropy=entropy, theta0=starts[k]) for k in range(chains)]
+    bars = _Bars(chains, burn_in + draws, scratch, _progress_enabled(progress))
+    if in_process:
+        opts["poll"] = bars.poll
+    t0 = time.perf_counter()
+    try:
+        raw = map_tasks(_chain_item, (target, opts), items, client=client, n_workers=n_workers, chunk_size=1,
+                        poll=bars.poll)
+    finally:
+        bars.close()
+    wall = time.perf_counter() - t0
+    ok, failed = [], []
+    for k, r in enumerate(raw):
+        if isinstance(r, TaskFailure):
+            part = _read_checkpoint(scratch, k)
+            failed.append(dict(chain=k, error=r.error, partial=part[0], partial_logp=part[1], wall=float("nan")))
+        elif "error" in r:
+            failed.append(r)
+        else:
+            ok.append(r)
+    shutil.rmtree(scratch, ignore_errors=True)
+    for f in failed:
+        n = 0 if f["partial"] is None else len(f["partial"])
+        warnings.warn(f"chain {f['chain']} (seed {entropy}, SeedSequence spawn key ({f['chain']},)) failed after "
+                      f"{n} iterations: {f['error']}; its {n} iterations are kept in group "
+                      f"'partial_chain_{f['chain']}'", RuntimeWarning, stacklevel=2)
+    if not ok:
+        raise PbsensError("every chain failed: " + "; ".join(
+            f"chain {f['chain']} (seed {entropy}, spawn key ({f['chain']},)): {f['error']}" for f in failed))
+    return _inference_data(problem, ok, failed, dict(seed=entropy, method=method, draws=draws, burn_in=burn_in,
+                                                      chains=chains, wall_time=wall, metric_floor=metric_floor,
+                                                      box_metric=int(bool(box_metric))))
+
+
+def _read_checkpoint(scratch, k):
+    try:
+        with np.load(os.path.join(scratch, f"chain_{k}.npz")) as z:
+            return z["chain"].copy(), z["logp"].copy()
+    except (OSError, KeyError, ValueError):
+        return None, None
+
+
+def _observed(problem):
+    import xarray as xr
+    m = problem.petab_problem.measurement_df
+    coords = {"row": np.arange(len(m)),
+              "observableId": ("row", m["observableId"].astype(str).to_numpy()),
+              "simulationConditionId": ("row", m["simulationConditionId"].astype(str).to_numpy()),
+              "time": ("row", m["time"].to_numpy(dtype=float))}
+    return xr.Dataset({"measurement": ("row", m["measurement"].to_numpy(dtype=float))}, coords=coords)
+
+
+def _inference_data(problem, ok, failed, info):
+    import arviz
+    import xarray as xr
+    ids = list(problem.parameter_ids)
+    chain_ids = np.array([r["chain"] for r in ok])
+    res = [r["result"] for r in ok]
+    X = np.stack([r.chain for r in res])           # (chains, draws, d)
+    n_draws = X.shape[1]
+    coords = {"chain": chain_ids, "draw": np.arange(n_draws)}
+    post = xr.Dataset({pid: (("chain", "draw"), X[:, :, j]) for j, pid in enumerate(ids)}, coords=coords)
+    stats = xr.Dataset({
+        "lp": (("chain", "draw"), np.stack([r.logp for r in res])),
+        "accepted": (("chain", "draw"), np.stack([r.accepted for r in res])),
+        "acceptance_rate": (("chain", "draw"), np.stack([r.accept_prob for r in res])),
+        "step_size": (("chain", "draw"), np.stack([np.full(n_draws, r.step_size) for r in res])),
+        "solver_failed": (("chain", "draw"), np.stack([r.solver_failed for r in res])),
+    }, coords=coords)
+    attrs = dict(info)
+    attrs["chain_seconds"] = json.dumps({int(r["chain"]): float(r["wall"]) for r in ok})
+    attrs["sampling_seconds"] = float(sum(r["wall"] for r in ok))
+    attrs["failed_chains"] = json.dumps([{"chain": int(f["chain"]), "seed": info["seed"],
+                                          "spawn_key": [int(f["chain"])], "error": f["error"],
+                                          "iterations_kept": 0 if f["partial"] is None else int(len(f["partial"]))}
+                                         for f in failed])
+    attrs["parameter_ids"] = json.dumps(ids)
+    attrs["inference_library"] = "pbsens"
+    attrs["metric_floor"] = "none" if info["metric_floor"] is None else float(info["metric_floor"])
+    for ds in (post, stats):
+        ds.attrs.update(attrs)
+    groups = {"posterior": post, "sample_stats": stats, "observed_data": _observed(problem)}
+    idata = arviz.InferenceData(**groups)
+    for f in failed:
+        if f["partial"] is None:
+            continue
+        P = np.asarray(f["partial"])
+        ds = xr.Dataset({pid: ("iteration", P[:, j]) for j, pid in enumerate(ids)},
+                        coords={"iteration": np.arange(P.shape[0])})
+        ds["lp"] = ("iteration", np.asarray(f["partial_logp"]))
+        ds.attrs.update({"chain": int(f["chain"]), "seed": info["seed"], "error": f["error"],
+                         "burn_in": info["burn_in"]})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            idata.add_groups({f"partial_chain_{f['chain']}": ds})
+    return idata

@@ -1,0 +1,557 @@
+"""One map over workers: local processes or a dask.distributed cluster, results in input order.
+
+:func:`map_tasks` runs ``fn(context, item)`` for every item, in chunks (so that
+tiny evaluations are not dominated by scheduling), on
+
+* **local processes** (default): a pool of worker processes started with the
+  ``spawn`` context (numba and ``fork`` do not mix), kept alive between calls
+  (one pool per worker count, closed at exit or by :func:`shutdown`);
+* **dask.distributed** when ``client`` is given: a ``distributed.Client``, a
+  scheduler address (``"tcp://host:8786"``), or ``"local"`` to start a
+  ``LocalCluster`` with ``n_workers`` single-threaded worker processes for the
+  call.
+
+Workers do not receive compiled models: they receive a *recipe* (a PEtab YAML
+path, an SBtab folder, a :class:`~pbsens.ModelSpec`) and build the model from
+pbsens's on-disk cache of compiled models (no recompilation; see
+``benchmarks/bench_batch.py`` for a worker's first-call time against a fresh
+compile), keeping it for later tasks (per worker process and thread).
+
+A task that raises, or whose worker process dies (killed, ``os._exit``, a
+segmentation fault), becomes a :class:`TaskFailure` naming its item (e.g. the
+chain's seed) in the result list; the other results are kept.
+"""
+from __future__ import annotations
+
+import atexit
+import math
+import multiprocessing
+import os
+import threading
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from multiprocessing.connection import wait as _mp_wait
+
+import numpy as np
+
+from .errors import PbsensError
+
+__all__ = ["map_tasks", "TaskFailure", "BatchError", "evaluate_many", "sensitivities_many",
+           "problem_recipe", "model_recipe", "shutdown"]
+
+
+@dataclass
+class TaskFailure:
+    """A task that raised or whose worker died; stands in its result's place.
+
+    Attributes
+    ----------
+    index : int
+        Position of the task's item in the input.
+    item : object
+        The item (parameter vector, chain specification with its seed, ...).
+    error : str
+        ``"ExceptionType: message"``, or how the worker process ended.
+    traceback : str
+        The worker-side traceback ('' when the worker died).
+    killed : bool
+        True when the worker process died (the task may not be at fault alone:
+        the other items of the same chunk are reported too).
+    """
+
+    index: int
+    item: object
+    error: str
+    traceback: str = ""
+    killed: bool = False
+
+    def __repr__(self):
+        return f"<TaskFailure #{self.index}{' (worker died)' if self.killed else ''}: {self.error}>"
+
+
+class BatchError(PbsensError):
+    """Some tasks of a batch failed; ``failures`` lists them, ``results`` holds every result
+    (a :class:`TaskFailure` in place of each failed one)."""
+
+    def __init__(self, message, failures, results):
+        super().__init__(message)
+        self.failures = failures
+        self.results = results
+
+
+# ------------------------------------------------------------------ worker side
+_WORKER_CACHE = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _cached(kind, recipe, build):
+    """``build(recipe)`` once per worker process and thread (Problem objects are not thread-safe)."""
+    key = (kind, repr(recipe), threading.get_ident())
+    with _CACHE_LOCK:
+        hit = _WORKER_CACHE.get(key)
+    if hit is None:
+        t0 = time.perf_counter()
+        obj = build(recipe)
+        hit = (obj, time.perf_counter() - t0)
+        with _CACHE_LOCK:
+            _WORKER_CACHE[key] = hit
+    return hit[0]
+
+
+def worker_load_time(kind, recipe):
+    """Seconds this worker (process, thread) spent building ``recipe``, or None if not built."""
+    hit = _WORKER_CACHE.get((kind, repr(recipe), threading.get_ident()))
+    return None if hit is None else hit[1]
+
+
+def _build_problem(recipe):
+    kind, path = recipe[0], recipe[1]
+    if kind == "petab":
+        from .problems import load
+        return load(path, lint=False)
+    if kind == "sbtab":
+        from .problems.sbtab_problem import load_sbtab
+        return load_sbtab(path)
+    raise PbsensError(f"unknown problem recipe {recipe!r}")
+
+
+def _build_model(recipe):
+    if recipe[0] == "spec":
+        from .model.library import model_from_spec
+        return model_from_spec(recipe[1])
+    if recipe[0] == "random_linear":
+        from .model.library import random_linear_model
+        return random_linear_model(recipe[1], seed=recipe[2])
+    raise PbsensError(f"unknown model recipe {recipe!r}")
+
+
+def worker_problem(recipe):
+    """The :class:`~pbsens.problems.Problem` of ``recipe`` in this worker (built once)."""
+    return _cached("problem", recipe, _build_problem)
+
+
+def worker_model(recipe):
+    """The :class:`~pbsens.Model` of ``recipe`` in this worker (built once, from the disk cache)."""
+    return _cached("model", recipe, _build_model)
+
+
+def _run_chunk(fn, context, items):
+    """Run ``fn(context, item)`` per item; ``[("ok", value) | ("err", message, traceback)]``."""
+    out = []
+    for it in items:
+        try:
+            out.append(("ok", fn(context, it)))
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller with the item (sys.exit too)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            out.append(("err", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    return out
+
+
+def _worker_main(conn):
+    """Loop of a local worker process: receive ``(tag, fn, context, items)``, send back results."""
+    try:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(1)  # one BLAS thread per worker: the workers already fill the cores
+    except ImportError:  # pragma: no cover
+        pass
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        tag, fn, context, items = msg
+        conn.send((tag, _run_chunk(fn, context, items)))
+
+
+# ------------------------------------------------------------------ local process pool
+class _Worker:
+    def __init__(self, ctx):
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.busy = None   # chunk number being run
+
+    def stop(self):
+        try:
+            self.conn.send(None)
+        except (OSError, BrokenPipeError):
+            pass
+        self.proc.join(timeout=2)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=2)
+        self.conn.close()
+
+
+class _LocalPool:
+    """``n`` spawned worker processes; a worker that dies is replaced."""
+
+    def __init__(self, n):
+        self.ctx = multiprocessing.get_context("spawn")
+        self.n = n
+        self.workers = [_Worker(self.ctx) for _ in range(n)]
+        self.lock = threading.Lock()
+
+    def run(self, fn, context, chunks, poll=None):
+        """Results per chunk (a list per chunk, or ``("died", exitcode)``)."""
+        results = [None] * len(chunks)
+        todo = list(range(len(chunks)))[::-1]
+        with self.lock:
+            running = 0
+            while todo or running:
+                for w in self.workers:
+                    if w.busy is None and todo:
+                        c = todo.pop()
+                        w.busy = c
+                        running += 1
+                        try:
+                            w.conn.send((c, fn, context, chunks[c]))
+                        except (BrokenPipeError, OSError):
+                            pass    # the worker died: its sentinel reports the chunk below
+                busy = [w for w in self.workers if w.busy is not None]
+                ready = _mp_wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=0.2)
+                if poll is not None:
+                    poll()
+                for i, w in enumerate(list(self.workers)):
+                    if w.busy is None:
+                        continue
+                    if w.conn in ready:
+                        try:
+                            tag, res = w.conn.recv()
+                        except (EOFError, OSError):
+                            tag, res = w.busy, None
+                        if res is not None:
+                            results[tag] = res
+                            w.busy = None
+                            running -= 1
+                            continue
+                    if w.proc.sentinel in ready or not w.proc.is_alive():
+                        w.proc.join(timeout=5)
+                        if w.conn.poll():      # it answered just before exiting
+                            try:
+                                tag, res = w.conn.recv()
+                                results[tag] = res
+                                w.busy = None
+                                running -= 1
+                            except (EOFError, OSError):
+                                pass
+                        if w.busy is not None:
+                            results[w.busy] = ("died", w.proc.exitcode)
+                            running -= 1
+                        w.conn.close()
+                        self.workers[i] = _Worker(self.ctx)
+        return results
+
+    def close(self):
+        for w in self.workers:
+            w.stop()
+        self.workers = []
+
+
+_POOLS = {}
+
+
+def _local_pool(n):
+    pool = _POOLS.get(n)
+    if pool is None:
+        pool = _POOLS[n] = _LocalPool(n)
+    return pool
+
+
+def shutdown():
+    """Stop the local worker processes kept between calls."""
+    for n in list(_POOLS):
+        _POOLS.pop(n).close()
+
+
+atexit.register(shutdown)
+
+
+# ------------------------------------------------------------------ dask
+def _resolve_client(client, n_workers):
+    """``(client, close)``: a dask Client from a Client, an address or ``"local"``."""
+    try:
+        import distributed
+    except ImportError:
+        raise PbsensError("'client' needs dask.distributed: pip install distributed") from None
+    if isinstance(client, distributed.Client):
+        return client, (lambda: None)
+    if isinstance(client, str):
+        if client == "local":
+            cluster = distributed.LocalCluster(n_workers=n_workers or 2, threads_per_worker=1, processes=True,
+                                               dashboard_address=None)
+            c = distributed.Client(cluster)
+
+            def close():
+                import logging
+                nanny = logging.getLogger("distributed.nanny")
+                level = nanny.level
+                nanny.setLevel(logging.ERROR)   # "still alive after 4 s, killing" on a busy machine
+                try:
+                    c.close()
+                    cluster.close()
+                finally:
+                    nanny.setLevel(level)
+            return c, close
+        try:
+            c = distributed.Client(client, timeout=30)
+        except (OSError, TimeoutError) as exc:
+            raise PbsensError(f"'client': cannot connect to the dask scheduler at {client!r}: {exc}") from None
+        return c, c.close
+    raise PbsensError(f"'client' must be a distributed.Client, a scheduler address or 'local', got {client!r}")
+
+
+def _dask_run(client, fn, context, chunks, poll=None):
+    import distributed
+    futs = [client.submit(_run_chunk, fn, context, ch, pure=False) for ch in chunks]
+    pending = set(futs)
+    timeouts = (TimeoutError, getattr(distributed, "TimeoutError", TimeoutError))
+    while pending:
+        try:
+            distributed.wait(list(pending), timeout=0.5)
+        except timeouts:
+            pass
+        pending = {f for f in pending if f.status not in ("finished", "error", "cancelled", "lost")}
+        if poll is not None:
+            poll()
+    out = []
+    for f in futs:
+        if f.status == "finished":
+            out.append(f.result())
+        else:
+            try:
+                exc = f.exception()
+                msg = f"{type(exc).__name__}: {exc}"
+            except Exception as e:  # noqa: BLE001 - cancelled/lost futures
+                msg = f"{type(e).__name__}: {e}"
+            out.append(("died", msg))
+    return out
+
+
+# ------------------------------------------------------------------ the map
+def _check_workers(n_workers):
+    if n_workers is None:
+        return max(1, min(os.cpu_count() or 1, 64))
+    if isinstance(n_workers, bool) or not isinstance(n_workers, (int, np.integer)) or n_workers < 1:
+        raise PbsensError(f"'n_workers' must be a positive integer, got {n_workers!r}")
+    return int(n_workers)
+
+
+def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=None, poll=None,
+              processes=None):
+    """``[fn(context, item) for item in items]`` on workers, in input order.
+
+    Parameters
+    ----------
+    fn : callable
+        A module-level function ``fn(context, item)`` (workers import it by name).
+    context : object
+        Shared, picklable input sent with each chunk (a recipe, options).
+    items : sequence
+        Picklable task inputs.
+    client : distributed.Client, str or None
+        dask: a Client, a scheduler address, or ``"local"`` (a ``LocalCluster`` of
+        ``n_workers`` processes, closed afterwards). ``None``: local processes.
+    n_workers : int, optional
+        Local worker processes (default: the number of CPUs). With ``n_workers=1``
+        and no client the tasks run in this process unless ``processes=True``.
+    chunk_size : int, optional
+        Items per task; default ``ceil(len(items) / (4 n_workers))``.
+    poll : callable, optional
+        Called about every 0.2 s while waiting (progress display).
+
+    Returns
+    -------
+    list
+        One entry per item: its result, or a :class:`TaskFailure`.
+    """
+    items = list(items)
+    n = _check_workers(n_workers)
+    if not items:
+        return []
+    if chunk_size is None:
+        chunk_size = max(1, math.ceil(len(items) / (4 * n)))
+    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise PbsensError(f"'chunk_size' must be a positive integer, got {chunk_size!r}")
+    starts = list(range(0, len(items), int(chunk_size)))
+    chunks = [items[s:s + chunk_size] for s in starts]
+    if client is not None:
+        c, close = _resolve_client(client, n_workers)
+        try:
+            raw = _dask_run(c, fn, context, chunks, poll)
+        finally:
+            close()
+    elif n == 1 and not processes:
+        raw = [_run_chunk(fn, context, ch) for ch in chunks]
+    else:
+        pool = _local_pool(n)
+        try:
+            raw = pool.run(fn, context, chunks, poll)
+        except BaseException:
+            # interrupted (Ctrl-C) with chunks still running: drop the pool, so no later call
+            # receives those chunks' results
+            _POOLS.pop(n, None)
+            pool.close()
+            raise
+    out = []
+    for s, ch, res in zip(starts, chunks, raw):
+        if isinstance(res, tuple) and res[0] == "died":
+            why = res[1] if isinstance(res[1], str) else f"the worker process exited with code {res[1]}"
+            out += [TaskFailure(s + k, it, why, "", True) for k, it in enumerate(ch)]
+            continue
+        for k, (it, r) in enumerate(zip(ch, res)):
+            out.append(r[1] if r[0] == "ok" else TaskFailure(s + k, it, r[1], r[2]))
+    return out
+
+
+def _finish(results, errors, what):
+    failures = [r for r in results if isinstance(r, TaskFailure)]
+    if failures:
+        first = failures[0]
+        msg = (f"{len(failures)} of {len(results)} {what} failed; first: item {first.index} "
+               f"({_short(first.item)}): {first.error}")
+        if errors == "raise":
+            raise BatchError(msg, failures, results)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    return results
+
+
+def _short(item):
+    if isinstance(item, np.ndarray):
+        return "theta = " + np.array2string(item, precision=4, max_line_width=200)
+    return repr(item)[:200]
+
+
+def _check_errors(errors):
+    if errors not in ("raise", "keep"):
+        raise PbsensError(f"'errors' must be 'raise' or 'keep', got {errors!r}")
+
+
+# ------------------------------------------------------------------ problem batches
+def problem_recipe(problem):
+    """How a worker rebuilds ``problem``: ``("petab", yaml)`` or ``("sbtab", folder)``."""
+    src = getattr(problem, "source", None)
+    if isinstance(src, tuple) and len(src) == 2:
+        return src
+    files = getattr(problem, "files", None) or {}
+    if files.get("yaml"):
+        return ("petab", os.path.abspath(files["yaml"]))
+    raise PbsensError("'problem' was not read from a file (no PEtab YAML or SBtab folder), so worker "
+                      "processes cannot rebuild it: load it with pbsens.petab.load(yaml)")
+
+
+def _evaluate_item(context, theta):
+    recipe, options = context
+    res = worker_problem(recipe).evaluate(theta, **options)
+    res.simulations = None   # the table stays in the worker; llh, gradient and FIM travel
+    return res
+
+
+def evaluate_many(problem, thetas, *, client=None, n_workers=None, chunk_size=None, errors="raise",
+                  **options):
+    """:meth:`Problem.evaluate <pbsens.problems.Problem.evaluate>` for each row of ``thetas``.
+
+    Parameters
+    ----------
+    problem : Problem
+        Read from a file (workers reload it from there, compiled model from the cache).
+    thetas : array_like (n, d)
+        Parameter vectors on the parameter scale.
+    client, n_workers, chunk_size
+        See :func:`map_tasks`.
+    errors : {"raise", "keep"}
+        ``"raise"``: a failed evaluation raises :class:`BatchError` (``.results`` keeps
+        the others); ``"keep"``: a :class:`TaskFailure` (with its ``theta``) takes its
+        place and a warning names it.
+    **options
+        Passed to ``evaluate`` (``method``, ``sensitivities``, solver options).
+
+    Returns
+    -------
+    list of EvaluationResult
+        In input order; ``simulations`` is ``None`` (call ``evaluate`` for the table).
+    """
+    _check_errors(errors)
+    try:
+        th = np.array(thetas, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise PbsensError(f"'thetas' must be an (n, {problem.dim}) array of numbers") from None
+    if th.ndim != 2 or th.shape[1] != problem.dim:
+        raise PbsensError(f"'thetas' must have shape (n, {problem.dim}), got {th.shape}")
+    if not np.all(np.isfinite(th)):
+        raise PbsensError(f"'thetas' contains NaN or inf in rows "
+                          f"{np.flatnonzero(~np.all(np.isfinite(th), axis=1)).tolist()[:10]}")
+    if client is None and n_workers == 1:
+        # in this process: no reload needed
+        out = []
+        for i, t in enumerate(th):
+            try:
+                out.append(problem.evaluate(t, **options))
+            except PbsensError as exc:
+                out.append(TaskFailure(i, t, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        return _finish(out, errors, "evaluations")
+    res = map_tasks(_evaluate_item, (problem_recipe(problem), options), list(th), client=client,
+                    n_workers=n_workers, chunk_size=chunk_size)
+    return _finish(res, errors, "evaluations")
+
+
+# ------------------------------------------------------------------ sensitivity batches
+def model_recipe(model):
+    """How a worker rebuilds ``model`` from the compiled-model cache."""
+    spec = getattr(model, "spec", None)
+    if spec is not None:
+        return ("spec", spec)
+    meta = getattr(model, "meta", {}) or {}
+    name = getattr(model, "name", "")
+    if name.startswith("RandomLinear") and "seed" in meta:
+        return ("random_linear", model.n_states, meta["seed"])
+    raise PbsensError(f"'model' {name!r} has no ModelSpec, so worker processes cannot rebuild it")
+
+
+def _sensitivities_item(context, p):
+    recipe, kwargs = context
+    from .sensitivities import sensitivities
+    return sensitivities(worker_model(recipe), p=p, **kwargs)
+
+
+def sensitivities_many(model, ps, *, client=None, n_workers=None, chunk_size=None, errors="raise", **kwargs):
+    """:func:`pbsens.sensitivities` for each row of ``ps`` (parameter vectors), in input order.
+
+    ``kwargs`` are :func:`~pbsens.sensitivities`'s (``t_span`` is required,
+    ``t_eval``, ``method``, ``x0``, tolerances...). ``client``, ``n_workers``,
+    ``chunk_size`` and ``errors`` as in :func:`evaluate_many`.
+
+    Returns
+    -------
+    list of SensitivityResult
+    """
+    _check_errors(errors)
+    if "trajectory" in kwargs:
+        raise PbsensError("'trajectory' cannot be given to sensitivities_many (each p needs its own solve); "
+                          "give t_span")
+    if kwargs.get("t_span") is None:
+        raise PbsensError("'t_span' is required by sensitivities_many")
+    try:
+        P = np.array(ps, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise PbsensError(f"'ps' must be an (n, {model.n_params}) array of numbers") from None
+    if P.ndim != 2 or P.shape[1] != model.n_params:
+        raise PbsensError(f"'ps' must have shape (n, {model.n_params}), got {P.shape}")
+    if client is None and n_workers == 1:
+        from .sensitivities import sensitivities
+        out = []
+        for i, p in enumerate(P):
+            try:
+                out.append(sensitivities(model, p=p, **kwargs))
+            except PbsensError as exc:
+                out.append(TaskFailure(i, p, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        return _finish(out, errors, "sensitivity solves")
+    res = map_tasks(_sensitivities_item, (model_recipe(model), kwargs), list(P), client=client,
+                    n_workers=n_workers, chunk_size=chunk_size)
+    return _finish(res, errors, "sensitivity solves")

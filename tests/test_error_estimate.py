@@ -1,0 +1,179 @@
+"""``r.error_estimate``, ``sens_rtol`` and the state-error checks, against tight forward
+sensitivities (Radau, rtol 1e-10, atol 1e-12) as the independent reference."""
+import warnings
+
+import numpy as np
+import pytest
+
+import pbsens
+from pbsens.errors import AccuracyWarning, PbsensError
+
+SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
+_CACHE = {}
+
+
+def case(name):
+    """(model, trajectory at rtol 1e-5, tight FS reference on its grid), computed once."""
+    if name not in _CACHE:
+        m = pbsens.load_model(name)
+        span = (0.0, SPANS[name])
+        tr = pbsens.solve_states(m, span, rtol=1e-5, atol=1e-6)
+        ref = pbsens.forward_sensitivities(m, span, t_eval=tr.t, method="Radau", rtol=1e-10, atol=1e-12)
+        _CACHE[name] = (m, tr, ref)
+    return _CACHE[name]
+
+
+@pytest.mark.parametrize("name", list(SPANS))
+@pytest.mark.parametrize("method", ["exp", "exp2", "pbsr", "pbsr2"])
+def test_estimate_tracks_true_error(name, method):
+    m, tr, ref = case(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        r = pbsens.sensitivities(m, tr, method=method, estimate_error=True)
+    E = pbsens.relative_error(r, ref)
+    est = r.error_estimate
+    assert est.shape == E.shape and np.all(np.isfinite(est)) and np.all(est >= 0)
+    sel = E > 1e-10
+    assert sel.sum() >= 10
+    q = est[sel] / E[sel]
+    assert np.mean((q >= 0.1) & (q <= 10)) >= 0.9, np.quantile(q, [0, 0.05, 0.5, 0.95, 1])
+    assert np.min(q) >= 1 / 30, (np.min(q), r.t[sel][np.argmin(q)])
+    # the per-parameter estimate is a finite, non-negative array of the right shape
+    assert r.error_estimate_params.shape == (r.t.size, m.n_params)
+    assert np.all(np.isfinite(r.error_estimate_params))
+
+
+def test_estimate_without_dense_output_uses_hermite():
+    """A (t, x) pair has no dense output: midpoint states come from Hermite interpolation."""
+    m, tr, ref = case("PKA")
+    r = pbsens.sensitivities(m, (tr.t, tr.x), method="exp2", p=tr.p, estimate_error=True)
+    assert r.state_error_estimate is None           # nothing to re-solve from a bare (t, x)
+    E = pbsens.relative_error(r, ref)
+    sel = E > 1e-10
+    q = r.error_estimate[sel] / E[sel]
+    assert np.mean((q >= 0.1) & (q <= 10)) >= 0.9
+
+
+@pytest.mark.parametrize("name", ["PKA", "Chua"])
+def test_sens_rtol_meets_tolerance(name):
+    m, tr, ref = case(name)
+    r0 = pbsens.sensitivities(m, tr, method="exp2", estimate_error=True)
+    r = pbsens.sensitivities(m, tr, method="exp2", sens_rtol=1e-4)
+    E0 = pbsens.relative_error(r0, ref)[1:]
+    E = pbsens.relative_error(r, ref)[1:]
+    assert np.mean(E0 > 1e-4) > 0.2                   # the tolerance has something to do
+    assert np.median(E) <= 1e-4
+    assert E.max() <= 1e-3
+    assert np.mean(E > 1e-4) < np.mean(E0 > 1e-4)
+    assert r.subdivisions > 0
+    assert r.grid.size > tr.t.size
+    np.testing.assert_array_equal(r.t, tr.t)           # outputs unchanged by the refinement
+
+
+def test_sens_rtol_camkii_state_limited():
+    """CaMKII at rtol 1e-5: the median meets 1e-4; where the state solve limits the
+    accuracy, the estimate (with its state part) says so instead of claiming 1e-4."""
+    m, tr, ref = case("CaMKII")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        r = pbsens.sensitivities(m, tr, method="exp2", sens_rtol=1e-4)
+    E = pbsens.relative_error(r, ref)
+    assert np.median(E[1:]) <= 1e-4
+    k = int(np.argmax(E))
+    assert r.error_estimate[k] >= E[k] / 30
+
+
+def test_sens_rtol_never_solves_states_again(monkeypatch):
+    m, tr, ref = case("Chua")
+    import importlib
+    front = importlib.import_module("pbsens.sensitivities")
+    from pbsens import error_estimate
+
+    def forbidden(*a, **k):
+        raise AssertionError("state solver called")
+    monkeypatch.setattr(front, "solve_states", forbidden)
+    monkeypatch.setattr(error_estimate, "tight_states", forbidden)
+    r = pbsens.sensitivities(m, tr, method="exp2", sens_rtol=1e-4, state_error=None)
+    assert r.subdivisions > 0
+    with pytest.raises(AssertionError, match="state solver called"):   # the patch is effective
+        pbsens.sensitivities(m, tr, method="exp2", state_error="resolve")
+    E = pbsens.relative_error(r, ref)
+    assert np.median(E[1:]) <= 1e-4
+
+
+def test_sens_rtol_limit_warns_with_time_range():
+    m, tr, ref = case("Chua")
+    with pytest.warns(AccuracyWarning, match=r"t in \["):
+        pbsens.sensitivities(m, tr, method="exp", sens_rtol=1e-6, max_refine=1, state_error=None)
+
+
+def test_state_part_flags_a_loose_state_solve():
+    """States at rtol 1e-2: the state solve's effect on S is large and warned about; the
+    estimate stays within the factor-30 bound of the true error."""
+    m = pbsens.load_model("Chua")
+    _, _, ref = case("Chua")
+    tr = pbsens.solve_states(m, (0.0, 10.0), t_eval=ref.t[::10], rtol=1e-2, atol=1e-4)
+    with pytest.warns(AccuracyWarning, match="state solve"):
+        r = pbsens.sensitivities(m, tr, method="exp2", estimate_error=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        E = pbsens.relative_error(r, ref)
+    assert r.state_error_estimate.max() > 1e-2
+    sel = E > 1e-10
+    assert np.min(r.error_estimate[sel] / E[sel]) >= 1 / 30
+
+
+def test_bad_tolerances_name_the_argument():
+    m, tr, _ = case("Chua")
+    with pytest.raises(PbsensError, match="sens_rtol"):
+        pbsens.sensitivities(m, tr, sens_rtol=-1)
+    with pytest.raises(PbsensError, match="sens_atol"):
+        pbsens.sensitivities(m, tr, sens_atol=1e-6)
+    with pytest.raises(PbsensError, match="sens_atol"):
+        pbsens.sensitivities(m, tr, sens_rtol=1e-4, sens_atol=-1.0)
+    with pytest.raises(PbsensError, match="state_error"):
+        pbsens.sensitivities(m, tr, state_error="twice")
+    with pytest.raises(PbsensError, match="state_error"):
+        pbsens.sensitivities(m, (tr.t, tr.x), p=tr.p, state_error="resolve")
+
+
+def test_relative_error_state_difference_and_log_scale():
+    m, tr, ref = case("PKA")
+    r = pbsens.sensitivities(m, tr, method="exp2", estimate_error=False)
+    assert r.error_estimate is None
+    E, dx = pbsens.relative_error(r, ref, return_state=True)
+    expect_dx = np.linalg.norm(r.x - ref.x, axis=1)[1:] / np.linalg.norm(ref.x, axis=1)[1:]
+    assert dx[0] == 0.0                                # both start at x0 = 0: absolute difference
+    np.testing.assert_allclose(dx[1:], expect_dx, rtol=1e-12)
+    # log-parameter scale: p_j S_ij, computed here independently
+    El = pbsens.relative_error(r, ref, scale="log")
+    A, B = r.S * r.p, ref.S * r.p
+    num = np.sqrt(((A - B) ** 2).sum(axis=(1, 2)))
+    den = np.sqrt((B ** 2).sum(axis=(1, 2)))
+    np.testing.assert_allclose(El[1:], num[1:] / den[1:], rtol=1e-12)
+    with pytest.raises(PbsensError, match="scale"):
+        pbsens.relative_error(r, ref, scale="ln")
+    # a result on a very different trajectory is flagged
+    loose = pbsens.solve_states(m, (0.0, 600.0), t_eval=r.t[::20], rtol=1e-1, atol=1e-1)
+    rl = pbsens.sensitivities(m, loose, method="exp2", estimate_error=False)
+    with pytest.warns(AccuracyWarning, match="different trajectories"):
+        pbsens.relative_error(rl, ref)
+
+
+def test_scaled_switch_is_invariant_under_unit_change(tmp_path):
+    """x2 in units 1000x smaller: ``||A||_1`` grows by ~1000 and sends pbsr to the
+    exponential branch, the scaled norm ``||D^-1 A D||_1`` is unchanged (up to atol)."""
+    from conftest import make_model
+    a = make_model(tmp_path, "lin_a", {"x1": 1.0, "x2": 1.0}, {"k1": 0.5, "k2": 0.3},
+                   {"x1": "-k1*x1 + k2*x2*(1 + 0.1*sin(t))", "x2": "k1*x1 - k2*x2"})
+    b = make_model(tmp_path, "lin_b", {"x1": 1.0, "x2": 1000.0}, {"k1": 0.5, "k2": 0.3},
+                   {"x1": "-k1*x1 + k2*(x2/1000)*(1 + 0.1*sin(t))", "x2": "1000*(k1*x1 - k2*x2/1000)"})
+    ta = pbsens.solve_states(a, (0.0, 20.0), rtol=1e-6, atol=1e-9)
+    tb = pbsens.solve_states(b, (0.0, 20.0), t_eval=ta.t, rtol=1e-6, atol=1e-9)
+    xb = tb.x[tb.eval_index]
+    ra = pbsens.sensitivities(a, ta, method="pbsr", norm="scaled", estimate_error=False)
+    rb = pbsens.sensitivities(b, (ta.t, xb), p=tb.p, method="pbsr", norm="scaled", atol=1e-9,
+                              estimate_error=False)
+    rb1 = pbsens.sensitivities(b, (ta.t, xb), p=tb.p, method="pbsr", norm="1", estimate_error=False)
+    assert np.mean(ra.branch == rb.branch) >= 0.95
+    assert np.mean(rb1.branch == "pbs") < np.mean(rb.branch == "pbs")

@@ -1,0 +1,206 @@
+"""Parallel chains and batches: pbsens.sample, pbsens.parallel, the ``pbsens sample`` command.
+
+Short chains on Boehm (tests/data/petab) in local spawned processes and on a dask
+LocalCluster: the InferenceData's structure, ``lp`` against the problem's own
+log-likelihood + log-prior at the draws, reproducibility from the seed across
+backends, and a chain whose worker process dies (or raises) mid-run being
+reported with its seed while the other chain is kept. Batches against one-by-one
+evaluation in this process.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("petab.v1")
+az = pytest.importorskip("arviz")
+
+import pbsens  # noqa: E402
+import pbsens.petab as pbpetab  # noqa: E402
+from pbsens import parallel  # noqa: E402
+from pbsens.errors import PbsensError  # noqa: E402
+
+BOEHM = Path(__file__).parent / "data" / "petab" / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
+KW = dict(chains=2, draws=16, burn_in=12, seed=20261123, progress=False)
+
+
+@pytest.fixture(scope="module")
+def boehm():
+    return pbpetab.load(BOEHM)
+
+
+@pytest.fixture(scope="module")
+def in_process(boehm):
+    return pbsens.sample(boehm, n_workers=1, **KW)
+
+
+@pytest.fixture(scope="module")
+def killed(boehm):
+    """Two chains in two worker processes; chain 1's process exits at iteration 25."""
+    with pytest.warns(RuntimeWarning, match=r"chain 1 \(seed 20261123") as rec:
+        idata = pbsens.sample(boehm, n_workers=2, _fault=dict(chain=1, at=25, mode="exit"),
+                              **{**KW, "draws": 30})
+    return idata, [str(w.message) for w in rec]
+
+
+def test_inference_data_structure(boehm, in_process):
+    idata = in_process
+    assert set(idata.groups()) == {"posterior", "sample_stats", "observed_data"}
+    post = idata.posterior
+    assert list(post.data_vars) == boehm.parameter_ids
+    assert dict(post.sizes) == {"chain": 2, "draw": 16}
+    st = idata.sample_stats
+    for v in ("lp", "accepted", "acceptance_rate", "step_size", "solver_failed"):
+        assert st[v].dims == ("chain", "draw"), v
+    assert np.all((st.acceptance_rate >= 0) & (st.acceptance_rate <= 1))
+    assert np.all(st.step_size > 0)
+    m = boehm.petab_problem.measurement_df
+    np.testing.assert_array_equal(idata.observed_data.measurement.values, m["measurement"].to_numpy(float))
+    assert post.attrs["seed"] == KW["seed"] and post.attrs["method"] == "exp2"
+    assert json.loads(post.attrs["failed_chains"]) == []
+    # the two chains are different streams
+    assert not np.array_equal(post.k_phos.sel(chain=0), post.k_phos.sel(chain=1))
+
+
+def test_lp_is_the_log_posterior_at_the_draws(boehm, in_process):
+    post, st = in_process.posterior, in_process.sample_stats
+    for c, d in ((0, 0), (1, 15), (0, 9)):
+        theta = np.array([float(post[p].sel(chain=c, draw=d)) for p in boehm.parameter_ids])
+        ref = boehm.llh(theta) + boehm.log_prior(theta)
+        assert abs(float(st.lp.sel(chain=c, draw=d)) - ref) < 1e-6 * max(1.0, abs(ref))
+        assert np.all(theta >= boehm.bounds[:, 0]) and np.all(theta <= boehm.bounds[:, 1])
+
+
+def test_same_seed_same_chains_in_processes_and_killed_chain_reported(in_process, killed):
+    idata, messages = killed
+    post = idata.posterior
+    assert list(post.chain.values) == [0]
+    # chain 0 ran in a worker process with 30 draws; its first 12 + 16 iterations follow the same
+    # random stream as in this process (burn-in adaptation is identical up to then)
+    ref = in_process.posterior
+    a = np.array([post[p].sel(chain=0).values[:16] for p in post.data_vars])
+    b = np.array([ref[p].sel(chain=0).values for p in ref.data_vars])
+    np.testing.assert_array_equal(a, b)
+    assert any("exited with code 17" in m and "partial_chain_1" in m for m in messages)
+    failed = json.loads(post.attrs["failed_chains"])
+    assert [f["chain"] for f in failed] == [1] and failed[0]["seed"] == KW["seed"]
+    part = idata["partial_chain_1"]
+    assert part.sizes["iteration"] == 25 and np.all(np.isfinite(part.lp.values))
+
+
+def test_dask_local_cluster_same_draws_and_raising_chain_kept_apart(boehm, in_process):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        with pytest.warns(RuntimeWarning, match="test fault in chain 1"):
+            idata = pbsens.sample(boehm, client=client, _fault=dict(chain=1, at=14, mode="raise"), **KW)
+    post = idata.posterior
+    assert list(post.chain.values) == [0]
+    for p in boehm.parameter_ids:
+        np.testing.assert_array_equal(post[p].sel(chain=0).values, in_process.posterior[p].sel(chain=0).values)
+    part = idata["partial_chain_1"]
+    assert part.sizes["iteration"] == 14
+    # its last two iterations (after 12 of burn-in) are the in-process chain 1's first two draws
+    for p in boehm.parameter_ids:
+        np.testing.assert_array_equal(part[p].values[12:14], in_process.posterior[p].sel(chain=1).values[:2])
+
+
+def test_evaluate_many_matches_one_by_one(boehm):
+    rng = np.random.default_rng(5)
+    thetas = boehm.x_nominal + 0.02 * rng.standard_normal((6, boehm.dim))
+    res = boehm.evaluate_many(thetas, n_workers=2)
+    assert len(res) == 6
+    for t, r in zip(thetas, res):
+        ref = boehm.evaluate(t)
+        assert r.llh == pytest.approx(ref.llh, rel=1e-12, abs=1e-10)
+        np.testing.assert_allclose(r.gradient, ref.gradient, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(r.fim, ref.fim, rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(r.theta, t)
+
+
+def test_map_reports_failed_items_and_keeps_the_others():
+    out = parallel.map_tasks(divmod, 7, [1, 0, 2, 3], n_workers=2, chunk_size=2, processes=True)
+    assert out[0] == (7, 0) and out[2] == (3, 1) and out[3] == (2, 1)
+    f = out[1]
+    assert isinstance(f, parallel.TaskFailure) and f.index == 1 and f.item == 0
+    assert "ZeroDivisionError" in f.error and not f.killed
+
+
+def test_evaluate_many_bad_input(boehm):
+    with pytest.raises(PbsensError, match="'thetas' must have shape"):
+        boehm.evaluate_many(np.zeros((3, boehm.dim + 1)))
+    with pytest.raises(PbsensError, match="'n_workers'"):
+        boehm.evaluate_many(np.tile(boehm.x_nominal, (2, 1)), n_workers=0)
+    with pytest.raises(PbsensError, match="'errors'"):
+        parallel.evaluate_many(boehm, np.tile(boehm.x_nominal, (2, 1)), errors="ignore")
+
+
+def test_sensitivities_many_matches_one_by_one():
+    model = pbsens.load_model("PKA")
+    rng = np.random.default_rng(1)
+    ps = model.p * np.exp(0.1 * rng.standard_normal((3, model.n_params)))
+    kw = dict(t_span=(0.0, 5.0), t_eval=np.linspace(0.5, 5.0, 4), method="exp2", rtol=1e-8, atol=1e-10)
+    res = pbsens.sensitivities_many(model, ps, n_workers=2, **kw)
+    for p, r in zip(ps, res):
+        ref = pbsens.sensitivities(model, p=p, **kw)
+        np.testing.assert_allclose(r.S, ref.S, rtol=1e-12, atol=1e-14)
+        np.testing.assert_array_equal(r.p, p)
+
+
+def test_sample_bad_arguments(boehm):
+    with pytest.raises(PbsensError, match="'chains'"):
+        pbsens.sample(boehm, chains=0)
+    with pytest.raises(PbsensError, match="'method'"):
+        pbsens.sample(boehm, method="rk4")
+    with pytest.raises(PbsensError, match="'theta0'"):
+        pbsens.sample(boehm, chains=2, theta0=np.zeros(3))
+    with pytest.raises(PbsensError, match="'client'"):
+        pbsens.sample(boehm, chains=1, draws=2, client=42)
+
+
+def test_cli_sample_writes_outputs_and_refuses_to_overwrite(tmp_path):
+    from pbsens.cli import main
+    out = tmp_path / "run"
+    args = ["sample", str(BOEHM), "--chains", "2", "--draws", "8", "--burn-in", "4", "--seed", "3",
+            "--workers", "1", "--out", str(out)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(args) == 0
+    for f in ("posterior.nc", "summary.tsv", "trace.png", "rank.png", "pair.png"):
+        assert (out / f).stat().st_size > 0, f
+    idata = az.from_netcdf(out / "posterior.nc")
+    assert dict(idata.posterior.sizes) == {"chain": 2, "draw": 8}
+    header = (out / "summary.tsv").read_text().splitlines()[0].split("\t")
+    for col in ("mean", "sd", "r_hat", "ess_bulk", "ess_tail", "ess_bulk_per_s"):
+        assert col in header
+    before = (out / "posterior.nc").stat().st_mtime_ns
+    assert main(args) == 1     # non-empty --out without --force
+    assert (out / "posterior.nc").stat().st_mtime_ns == before
+
+
+class _Flaky:
+    """A problem whose evaluation fails for theta[0] < 0 (as a failing solve would)."""
+
+    dim = 2
+
+    def evaluate(self, theta, **options):
+        from pbsens.errors import SolverError
+        if theta[0] < 0:
+            raise SolverError(f"condition 'c1': step size too small at theta = {theta.tolist()}")
+        return float(theta.sum())
+
+
+def test_evaluate_many_failed_evaluation_raise_or_keep():
+    thetas = np.array([[1.0, 2.0], [-1.0, 0.5], [3.0, 4.0]])
+    with pytest.raises(parallel.BatchError, match=r"1 of 3 evaluations failed; first: item 1 \(theta = "
+                                                  r"\[-1\. +0\.5\]\): SolverError") as exc:
+        parallel.evaluate_many(_Flaky(), thetas, n_workers=1)
+    res = exc.value.results
+    assert res[0] == 3.0 and res[2] == 7.0 and isinstance(res[1], parallel.TaskFailure)
+    with pytest.warns(RuntimeWarning, match="1 of 3 evaluations failed"):
+        kept = parallel.evaluate_many(_Flaky(), thetas, n_workers=1, errors="keep")
+    assert kept[1].index == 1 and np.array_equal(kept[1].item, thetas[1])
