@@ -15,9 +15,14 @@ from .errors import AccuracyWarning, PbsensError
 from .kernels import codes
 from .result import BRANCH_NAMES, SensitivityResult
 from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
+from .solvers.refine import refine_grid
 from .threads import limit_blas_threads
 
-__all__ = ["sensitivities", "METHODS"]
+__all__ = ["sensitivities", "METHODS", "DEFAULT_SUBSTEPS"]
+
+#: Sub-intervals per accepted step of the post-hoc grid when the states come from Rodas5P
+#: (``substeps=None``); chosen from benchmarks/work_precision.py (docs/PERFORMANCE.md).
+DEFAULT_SUBSTEPS = {"rodas5p": 4}
 
 #: Post-hoc methods accepted by :func:`sensitivities`.
 METHODS = tuple(codes.METHOD_CODES)
@@ -70,7 +75,8 @@ def _nonnegative(v, name):
 @limit_blas_threads
 def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
-                  eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13, estimate_error=False,
+                  eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13,
+                  substeps=None, estimate_error=False,
                   sens_rtol=None, sens_atol=None, state_error="auto", max_refine=6, max_split=64,
                   max_grid_factor=200) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
@@ -132,6 +138,15 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         known only to the state solver's ``rtol`` anyway. 0: reuse on equality
         only. (PBS sub-steps reuse their step matrices only when the Jacobians are
         exactly equal, which leaves the result unchanged.)
+    substeps : int, optional
+        Split every accepted step of the state solver into this many equal
+        sub-intervals before marching, states at the new points from the
+        solver's dense output (:func:`pbsens.solvers.refine.refine_grid`; never
+        a second state solve). A high-order solver such as ``"rodas5p"`` takes
+        few long steps, on which the first/second-order post-hoc steps lose
+        accuracy. Default (None): ``DEFAULT_SUBSTEPS["rodas5p"]`` (4) for a
+        Rodas5P trajectory, 1 (the solver's grid as is) for every other
+        solver. Values above 1 need a Trajectory with dense output.
     estimate_error : bool
         Fill ``error_estimate`` (and ``error_estimate_params``): an estimate of
         ``E_k`` (METHOD.md sections 7 and 11) by step doubling on the same trajectory,
@@ -187,6 +202,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             or not 0 <= reuse_tol < 1:
         raise PbsensError(f"'reuse_tol' must be a number in [0, 1), got {reuse_tol!r}")
     reuse_tol = float(reuse_tol)
+    if substeps is not None:
+        substeps = _positive(substeps, "substeps", integer=True)
     if not isinstance(estimate_error, (bool, np.bool_)):
         raise PbsensError(f"'estimate_error' must be True or False, got {estimate_error!r}")
     if sens_rtol is not None:
@@ -207,7 +224,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             raise PbsensError("give either 'trajectory' (a solve_states result or a (t, x) pair) or 't_span'")
         t0 = time.perf_counter()
         trajectory = solve_states(model, t_span, t_eval=t_eval, p=p, x0=x0, method=solver, rtol=rtol,
-                                  atol=atol, dense_output=interpolation == "dense")
+                                  atol=atol, dense_output=interpolation == "dense"
+                                  or (substeps or DEFAULT_SUBSTEPS.get(solver, 1)) > 1)
         timings["states"] = time.perf_counter() - t0
     elif t_span is not None:
         raise PbsensError("give either 'trajectory' or 't_span', not both")
@@ -218,6 +236,12 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     sol = None
     solver_info = {}
     if isinstance(trajectory, Trajectory):
+        if substeps is None:
+            substeps = DEFAULT_SUBSTEPS.get(trajectory.method, 1) if trajectory.sol is not None else 1
+        if substeps != 1:
+            t0 = time.perf_counter()
+            trajectory = refine_grid(trajectory, substeps)
+            timings["refine"] = time.perf_counter() - t0
         if p is not None and not np.array_equal(model.check_p(p), trajectory.p):
             raise PbsensError("'p' differs from the parameters the trajectory was solved with; "
                               "solve the states again with these parameters")
@@ -230,6 +254,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     else:
         if not isinstance(trajectory, (tuple, list)) or len(trajectory) != 2:
             raise PbsensError("'trajectory' must be a Trajectory or a pair (t, x)")
+        if substeps not in (None, 1):
+            raise PbsensError("'substeps' needs a Trajectory with dense output, not a (t, x) pair")
         p = model.check_p(p)
         t, x = _check_grid(model, *trajectory)
 
@@ -396,7 +422,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         if E_est is not None:
             E_est = E_est + E_state
     options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
-                   reuse_tol=reuse_tol)
+                   reuse_tol=reuse_tol, substeps=substeps or 1)
     options.update(solver_info or {"solver": solver if "states" in timings else None,
                                    "rtol": rtol if "states" in timings else None,
                                    "atol": atol if "states" in timings else None})

@@ -1,0 +1,146 @@
+"""Work-precision of the whole sensitivity call, per state solver (issue 19 item 5).
+
+For PKA and CaMKII on [0, 600] and Chua on [0, 10], 201 output times, and
+rtol in {1e-3, ..., 1e-8} (atol = rtol / 10): the median wall time of one whole
+call (state solve included) against the median and max relative error
+``E_k = ||S_k - S_ref_k||_F / ||S_ref_k||_F`` (METHOD.md section 7) at the
+output times, for
+
+    LSODA + exp2      sensitivities(m, t_span=..., t_eval=ts, method="exp2", solver="LSODA")
+    LSODA + exp       (for the pbsr2 / exp ratio)
+    LSODA + pbsr2
+    rodas5p + exp2    sensitivities(..., solver="rodas5p"): grid refined, DEFAULT_SUBSTEPS
+    rodas5p + exp2 m1 the same on the solver's own grid (substeps=1)
+    rodas5p + exp
+    rodas5p + pbsr2
+    FS BDF            forward_sensitivities(m, t_span, t_eval=ts, method="BDF", rtol, atol)
+
+The reference is ``forward_sensitivities(method="Radau", rtol=1e-10,
+atol=1e-12)``, computed once per model. Timing: one warm-up call each, then
+``--repeats`` rounds in which every configuration is called once (interleaved,
+so load drift on a shared machine hits all alike), garbage collection off.
+Writes one log-log plot per model to ``docs/img/wp_<model>.png`` and prints a
+markdown table (``--table FILE`` appends it).
+
+    PYTHONPATH=. python benchmarks/work_precision.py [--repeats 10] [--models PKA CaMKII Chua]
+"""
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import pbsens  # noqa: E402
+from pbsens.sensitivities import DEFAULT_SUBSTEPS  # noqa: E402
+
+CASES = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
+RTOLS = [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]
+
+
+def configs(m, t_end, ts, rtol):
+    atol = rtol / 10
+
+    def post(solver, method, substeps=None):
+        return lambda: pbsens.sensitivities(m, t_span=(0.0, t_end), t_eval=ts, method=method, solver=solver,
+                                            rtol=rtol, atol=atol, substeps=substeps)
+    return {
+        "LSODA + exp2": post("LSODA", "exp2"),
+        "LSODA + exp": post("LSODA", "exp"),
+        "LSODA + pbsr2": post("LSODA", "pbsr2"),
+        "rodas5p + exp2": post("rodas5p", "exp2"),
+        "rodas5p + exp2 m1": post("rodas5p", "exp2", 1),
+        "rodas5p + exp": post("rodas5p", "exp"),
+        "rodas5p + pbsr2": post("rodas5p", "pbsr2"),
+        "FS BDF": lambda: pbsens.forward_sensitivities(m, (0.0, t_end), t_eval=ts, method="BDF",
+                                                       rtol=rtol, atol=atol),
+    }
+
+
+def interleaved_medians(fns, repeats):
+    results = {name: fn() for name, fn in fns.items()}   # warm-up; keep one result each for the errors
+    times = {name: [] for name in fns}
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            for name, fn in fns.items():
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    finally:
+        gc.enable()
+    return {name: statistics.median(v) for name, v in times.items()}, results
+
+
+def plot(model, rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    styles = {"LSODA + exp2": "o-", "rodas5p + exp2": "s-", "rodas5p + exp2 m1": "s:",
+              "rodas5p + pbsr2": "^-", "FS BDF": "d--"}
+    for name, style in styles.items():
+        pts = [(r["E_med"], r["time"]) for r in rows if r["config"] == name]
+        if pts:
+            e, t = zip(*pts)
+            ax.loglog(e, np.array(t) * 1e3, style, label=name if name != "rodas5p + exp2 m1"
+                      else "rodas5p + exp2, no refinement")
+    ax.set_xlabel("median relative error of S (vs Radau FS, rtol 1e-10)")
+    ax.set_ylabel("wall time per call [ms]")
+    ax.set_title(f"{model}: work-precision, rtol 1e-3 ... 1e-8 (atol = rtol/10)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--models", nargs="+", default=list(CASES))
+    ap.add_argument("--rtols", nargs="+", type=float, default=RTOLS)
+    ap.add_argument("--img-dir", default="docs/img")
+    ap.add_argument("--table", help="append the markdown table to this file")
+    args = ap.parse_args()
+    lines = [f"Median of {args.repeats} interleaved calls after warm-up, gc off; 201 output times; "
+             f"atol = rtol/10; rodas5p + exp2 refines each step into {DEFAULT_SUBSTEPS['rodas5p']} "
+             "(`substeps` default), m1 = no refinement. E: relative error of S vs Radau FS (rtol 1e-10).", "",
+             "| model | rtol | config | time [ms] | median E | max E | grid |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for model in args.models:
+        t_end = CASES[model]
+        m = pbsens.load_model(model)
+        ts = np.linspace(0.0, t_end, 201)
+        ref = pbsens.forward_sensitivities(m, (0.0, t_end), t_eval=ts, method="Radau", rtol=1e-10, atol=1e-12)
+        rows = []
+        for rtol in args.rtols:
+            med, results = interleaved_medians(configs(m, t_end, ts, rtol), args.repeats)
+            for name, r in results.items():
+                E = pbsens.relative_error(r, ref)
+                grid = len(r.grid) if getattr(r, "grid", None) is not None else ""
+                rows.append({"config": name, "rtol": rtol, "time": med[name], "E_med": float(np.median(E)),
+                             "E_max": float(E.max()), "grid": grid})
+                lines.append(f"| {model} | {rtol:.0e} | {name} | {med[name] * 1e3:.2f} | {np.median(E):.2e} "
+                             f"| {E.max():.2e} | {grid} |")
+                print(lines[-1], flush=True)
+            print(f"  {model} rtol {rtol:.0e}: LSODA/rodas5p exp2 time {med['LSODA + exp2'] / med['rodas5p + exp2']:.2f}x;"
+                  f" pbsr2/exp rodas5p {med['rodas5p + pbsr2'] / med['rodas5p + exp']:.2f}x,"
+                  f" LSODA {med['LSODA + pbsr2'] / med['LSODA + exp']:.2f}x", flush=True)
+        os.makedirs(args.img_dir, exist_ok=True)
+        plot(model, rows, os.path.join(args.img_dir, f"wp_{model}.png"))
+    table = "\n".join(lines) + "\n"
+    if args.table:
+        with open(args.table, "a") as f:
+            f.write(table)
+    else:
+        sys.stdout.write("\n" + table)
+
+
+if __name__ == "__main__":
+    main()
