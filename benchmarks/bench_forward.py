@@ -110,7 +110,8 @@ def run(args, repeats, have_posthoc, rtol, atol):
             if have_posthoc:
                 ratios += [("state+pbsr", rows["state+pbsr"]), ("state+exp", rows["state+exp"])]
             text = ", ".join(f"/ ({lbl}) = {fs[0] / v[0]:.2f} wall, {fs[1] / v[1]:.2f} CPU" for lbl, v in ratios)
-            print(f"  {key} {text}")
+            if text:
+                print(f"  {key} {text}")
         if args.profile:
             pr = cProfile.Profile()
             fs_method, jac = args.fs_methods[0], args.jacobians[0]

@@ -203,10 +203,15 @@ def _system_rhs(rhs, jacs, idx, WA, WB, t, z, p, c, out):
         off = nx * (j + 1)
         col = idx[j]
         for i in range(nx):
-            s = Bm[i, col]
-            for q in range(nx):
-                s += Am[i, q] * z[off + q]
-            out[off + i] = s
+            out[off + i] = Bm[i, col]
+    # A S_j for all j at once, skipping the zeros of A (model Jacobians are sparse)
+    for i in range(nx):
+        for q in range(nx):
+            a = Am[i, q]
+            if a != 0.0:
+                for j in range(ns):
+                    off = nx * (j + 1)
+                    out[off + i] += a * z[off + q]
 
 
 @njit(types.void(matrix_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, mat),
@@ -247,10 +252,15 @@ def _system_jac(jac, jacs, idx, WA, WB, t, z, p, c, J):
             off = nx * (j + 1)
             col = idx[j]
             for i in range(nx):
-                s = Bk[i, col] - Bm[i, col]
-                for q in range(nx):
-                    s += (Ak[i, q] - Am[i, q]) * z[off + q]
-                J[off + i, k] = s * inv
+                J[off + i, k] = (Bk[i, col] - Bm[i, col]) * inv
+        # (dA/dx_k) S_j, skipping the entries of A that x_k does not change (most of them)
+        for i in range(nx):
+            for q in range(nx):
+                d = (Ak[i, q] - Am[i, q]) * inv
+                if d != 0.0:
+                    for j in range(ns):
+                        off = nx * (j + 1)
+                        J[off + i, k] += d * z[off + q]
 
 
 @njit(types.void(mat, ivec, mat, vec), cache=True, _nrt=False, error_model="numpy")
