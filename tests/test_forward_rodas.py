@@ -34,7 +34,7 @@ def test_registered():
 
 def test_block_solve_matches_dense_solve():
     from pbsens.kernels.lu import lu_factor
-    from pbsens.kernels.rosenbrock import _block_solve
+    from pbsens.kernels.augmented import block_solve
     rng = np.random.default_rng(3)
     nx, ns, fac = 5, 3, 7.0
     A = rng.normal(size=(nx, nx))
@@ -51,7 +51,7 @@ def test_block_solve_matches_dense_solve():
     piv = np.empty(nx, dtype=np.int64)
     assert lu_factor(W, piv) == 0
     k = g.copy()
-    _block_solve(W, piv, J, k)
+    block_solve(W, piv, J, k)
     assert np.allclose(k, np.linalg.solve(M, g), rtol=1e-12, atol=1e-12)
 
 

@@ -48,6 +48,12 @@ largest double below the stop during that step and at least at the smallest
 double above it during the step after; so a right-hand side that jumps at the
 stop (``t < t_s`` or ``t >= t_s`` alike) is seen from the correct side.
 
+The same loop integrates the states and sensitivities of forward
+sensitivity analysis (:func:`rodas5p_solve_sensitivities`): the right-hand
+side, Jacobian and stage solve of either system come from
+:mod:`pbsens.kernels.augmented` (block forward substitution with one
+``nx x nx`` LU per step for the augmented system).
+
 Nothing allocates inside the loop (:func:`_loop`, compiled without reference
 counting). The grid, the states and the dense coefficients are written into
 buffers; when they are full the loop returns and :func:`rodas5p_solve` doubles
@@ -58,8 +64,11 @@ import math
 import numpy as np
 from numba import njit, types
 
+from .augmented import block_solve as _block_solve
+from .augmented import system_jac as _system_jac
+from .augmented import system_rhs as _system_rhs
 from .function_address import jacs_fn_at, matrix_fn_at, vector_fn_at
-from .lu import lu_factor, lu_solve_vec
+from .lu import lu_factor
 from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
 
 __all__ = ["GAMMA", "A", "C", "C_NODES", "D", "H", "rodas5p_solve", "rodas5p_solve_sensitivities", "rodas5p_step", "dense_eval", "merge_outputs",
@@ -169,120 +178,6 @@ def _finite_mat(M):
             a = M[i, j]
             bad |= (a - a) != 0.0
     return bad == 0
-
-
-# ------------------------------------------------------------------ the system the loop integrates
-# Two systems share the step loop. Plain (``idx`` empty): ``x' = f(t, x)`` with
-# Jacobian ``J = df/dx`` (nx, nx). Forward sensitivities (``idx`` the model
-# parameter indices of the ``ns`` sensitivity columns): ``z = (x, S[:, 0], ...,
-# S[:, ns-1])`` with ``z' = (f, A S_j + B[:, idx_j])`` (``A = df/dx``,
-# ``B = df/dp``), whose Jacobian is block lower triangular,
-# ``[[A, 0, ...], [C_0, A, ...], [C_1, 0, A, ...], ...]`` with
-# ``C_j = d(A S_j + B[:, idx_j])/dx``; ``J`` then stores the first block column
-# ``(A; C_0; ...; C_{ns-1})`` ((ns+1) nx, nx). ``I/(h gamma) - J`` is factorised
-# through its diagonal block only (one nx x nx LU per step) and solved by block
-# forward substitution (:func:`_block_solve`). ``WA`` (2, nx, nx) and ``WB``
-# (2, nx, np) are scratch for ``jacs`` (unused, possibly empty, when plain).
-
-
-@njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec),
-      cache=True, _nrt=False, error_model="numpy")
-def _system_rhs(rhs, jacs, idx, WA, WB, t, z, p, c, out):
-    """``out = f(t, z)`` (plain) or ``(f, A S_j + B[:, idx_j])`` (forward sensitivities)."""
-    ns = idx.shape[0]
-    if ns == 0:
-        rhs(t, z, p, c, out)
-        return
-    nx = WA.shape[1]
-    x = z[:nx]
-    rhs(t, x, p, c, out[:nx])
-    Am = WA[0]
-    Bm = WB[0]
-    jacs(t, x, p, c, Am, Bm)
-    for j in range(ns):
-        off = nx * (j + 1)
-        col = idx[j]
-        for i in range(nx):
-            out[off + i] = Bm[i, col]
-    # A S_j for all j at once, skipping the zeros of A (model Jacobians are sparse)
-    for i in range(nx):
-        for q in range(nx):
-            a = Am[i, q]
-            if a != 0.0:
-                for j in range(ns):
-                    off = nx * (j + 1)
-                    out[off + i] += a * z[off + q]
-
-
-@njit(types.void(matrix_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, mat),
-      cache=True, _nrt=False, error_model="numpy")
-def _system_jac(jac, jacs, idx, WA, WB, t, z, p, c, J):
-    """``J = df/dx`` (plain) or the first block column ``(A; C_0; ...)`` (forward sensitivities).
-
-    ``A`` is the model's exact Jacobian. The couplings ``C_j`` need second
-    derivatives of ``f``: forward differences of the exact Jacobians ``A``,
-    ``B`` in each state direction (one ``jacs`` call per state), increment
-    ``sqrt(eps) max(|x_k|, 1e-3 max|x|, 1e-12)`` (as
-    :func:`pbsens.forward._fs_jac_kernel`). ``z[k]`` is perturbed in place and
-    restored bit for bit.
-    """
-    ns = idx.shape[0]
-    if ns == 0:
-        jac(t, z, p, c, J)
-        return
-    nx = WA.shape[1]
-    x = z[:nx]
-    Am, Ak = WA[0], WA[1]
-    Bm, Bk = WB[0], WB[1]
-    jacs(t, x, p, c, Am, Bm)
-    xmax = 0.0
-    for i in range(nx):
-        xmax = max(xmax, abs(x[i]))
-        for q in range(nx):
-            J[i, q] = Am[i, q]
-    for k in range(nx):
-        xk = x[k]
-        dk = 1.4901161193847656e-08 * max(abs(xk), 1e-3 * xmax, 1e-12)
-        x[k] = xk + dk
-        dk = x[k] - xk            # the increment actually taken
-        jacs(t, x, p, c, Ak, Bk)
-        x[k] = xk
-        inv = 1.0 / dk
-        for j in range(ns):
-            off = nx * (j + 1)
-            col = idx[j]
-            for i in range(nx):
-                J[off + i, k] = (Bk[i, col] - Bm[i, col]) * inv
-        # (dA/dx_k) S_j, skipping the entries of A that x_k does not change (most of them)
-        for i in range(nx):
-            for q in range(nx):
-                d = (Ak[i, q] - Am[i, q]) * inv
-                if d != 0.0:
-                    for j in range(ns):
-                        off = nx * (j + 1)
-                        J[off + i, k] += d * z[off + q]
-
-
-@njit(types.void(mat, ivec, mat, vec), cache=True, _nrt=False, error_model="numpy")
-def _block_solve(W, piv, J, g):
-    """Solve ``(I/(h gamma) - J) k = g`` in place, ``W`` the LU of the diagonal block.
-
-    Plain: one solve with ``W``. Forward sensitivities: block forward
-    substitution, ``W k_0 = g_0`` then ``W k_j = g_j + C_j k_0``.
-    """
-    nx = W.shape[0]
-    ns = g.shape[0] // nx - 1
-    k0 = g[:nx]
-    lu_solve_vec(W, piv, k0)
-    for j in range(ns):
-        off = nx * (j + 1)
-        for i in range(nx):
-            s = 0.0
-            r = off + i
-            for q in range(nx):
-                s += J[r, q] * k0[q]
-            g[r] += s
-        lu_solve_vec(W, piv, g[off:off + nx])
 
 
 @njit(types.boolean(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, f8, f8, vec, i8, vec, mat, vec, ivec),
@@ -642,9 +537,9 @@ def rodas5p_solve_sensitivities(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, f
                                 autonomous, capacity, counts, info):
     """Forward sensitivities: Rodas5P on the augmented system ``z = (x, S[:, 0], ..., S[:, ns-1])``.
 
-    ``z' = (f, A S_j + B[:, idx_j])`` (see :func:`_system_rhs`), one ``nx x nx``
+    ``z' = (f, A S_j + B[:, idx_j])`` (see :func:`pbsens.kernels.augmented.system_rhs`), one ``nx x nx``
     LU of ``I/(h gamma) - A`` per step and block forward substitution in each
-    stage (:func:`_block_solve`); never the ``nx (ns+1)`` square. Error
+    stage (:func:`pbsens.kernels.augmented.block_solve`); never the ``nx (ns+1)`` square. Error
     control, dense output and stops as in :func:`rodas5p_solve`, on all of
     ``z`` (``rtol``, ``atol`` of length ``nx (ns+1)``).
 
