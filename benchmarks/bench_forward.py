@@ -4,15 +4,17 @@ PKA and CaMKII on [0, 600], rtol 1e-5, atol 1e-6, 201 output times (the paper's
 Table 2 setting). Prints the median time (after one warm-up run) of
 
 * the state solve alone (``solve_states``, LSODA),
-* FS (``forward_sensitivities``, BDF with the sparse ("structured") Jacobian unless told otherwise),
+* FS (``forward_sensitivities``): scipy's BDF with the sparse ("structured") Jacobian and pbsens's
+  compiled Rodas5P (``method="rodas5p"``, block forward substitution, one nx x nx LU per step),
 * if ``pbsens.sensitivities`` exists: state solve + PBSR and state solve + Exp,
 
-and the ratios FS / state, FS / (state + pbsr), FS / (state + exp), all measured
-in the same run. Wall-clock and CPU medians are both shown (on a shared machine
+and the ratios FS / state, FS / (state + pbsr), FS / (state + exp) and each FS row / the first FS
+row (BDF), all measured in the same run, for each rtol given (atol = rtol / 10). Wall-clock and CPU medians are both shown (on a shared machine
 the CPU time is the steadier number).
 
-    python benchmarks/bench_forward.py [--repeats 10] [--fs-methods BDF Radau]
-                                       [--jacobians structured sparse] [--profile]
+    python benchmarks/bench_forward.py [--repeats 10] [--fs-methods BDF rodas5p]
+                                       [--jacobians structured sparse] [--rtols 1e-5 1e-8]
+                                       [--fs-only] [--profile]
 """
 import argparse
 import cProfile
@@ -31,7 +33,6 @@ import pbsens  # noqa: E402
 from pbsens.forward import forward_sensitivities  # noqa: E402
 
 CASES = [("PKA", 600.0), ("CaMKII", 600.0)]
-RTOL, ATOL = 1e-5, 1e-6
 
 
 def medians(fn, repeats):
@@ -53,43 +54,48 @@ def fmt(wc):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=10, help="timed runs per case (>= 5)")
-    ap.add_argument("--fs-methods", nargs="+", default=["BDF"], help="scipy methods for FS")
+    ap.add_argument("--fs-methods", nargs="+", default=["BDF", "rodas5p"], help="FS methods (scipy's or rodas5p)")
+    ap.add_argument("--rtols", nargs="+", type=float, default=[1e-5], help="relative tolerances (atol = rtol / 10)")
+    ap.add_argument("--fs-only", action="store_true", help="skip the state-solve and post-hoc rows")
     ap.add_argument("--jacobians", nargs="+", default=["structured"],
                     help="FS Jacobian forms (structured, sparse, block-diagonal, dense, none)")
     ap.add_argument("--profile", action="store_true", help="cProfile one FS run per model")
     args = ap.parse_args()
     repeats = max(5, args.repeats)
-    have_posthoc = hasattr(pbsens, "sensitivities")
+    have_posthoc = hasattr(pbsens, "sensitivities") and not args.fs_only
+    for rtol in args.rtols:
+        run(args, repeats, have_posthoc, rtol, rtol / 10)
 
-    print(f"rtol {RTOL:g}, atol {ATOL:g}, 201 output times; median of {repeats} runs after a warm-up; "
+
+def run(args, repeats, have_posthoc, rtol, atol):
+    print(f"\nrtol {rtol:g}, atol {atol:g}, 201 output times; median of {repeats} runs after a warm-up; "
           "ms wall / ms CPU")
-    if not have_posthoc:
-        print("(pbsens.sensitivities not available yet: only FS and the state solve are timed)")
     for name, t_end in CASES:
         m = pbsens.load_model(name)
         ts = np.linspace(0.0, t_end, 201)
         print(f"\n{name}: {m.n_states} states, {m.n_params} parameters, "
               f"augmented FS system {m.n_states * (m.n_params + 1)}")
         rows = {}
-        rows["state"] = medians(lambda: pbsens.solve_states(m, (0, t_end), t_eval=ts, rtol=RTOL, atol=ATOL,
-                                                            dense_output=False), repeats)
+        if not args.fs_only:
+            rows["state"] = medians(lambda: pbsens.solve_states(m, (0, t_end), t_eval=ts, rtol=rtol, atol=atol,
+                                                                dense_output=False), repeats)
         if have_posthoc:
             for meth in ("pbsr", "exp"):
                 rows[f"state+{meth}"] = medians(
                     lambda meth=meth: pbsens.sensitivities(m, t_span=(0, t_end), t_eval=ts, method=meth,
-                                                           rtol=RTOL, atol=ATOL), repeats)
+                                                           rtol=rtol, atol=atol), repeats)
         fs_keys = []
         for fs_method in args.fs_methods:
             for jac in args.jacobians:
                 key = f"FS {fs_method}/{jac}"
                 try:
-                    r = forward_sensitivities(m, (0, t_end), t_eval=ts, method=fs_method, rtol=RTOL, atol=ATOL,
+                    r = forward_sensitivities(m, (0, t_end), t_eval=ts, method=fs_method, rtol=rtol, atol=atol,
                                               jacobian=jac)
                 except pbsens.PbsensError as exc:
                     print(f"  {key}: skipped ({exc})")
                     continue
                 rows[key] = medians(lambda fs_method=fs_method, jac=jac: forward_sensitivities(
-                    m, (0, t_end), t_eval=ts, method=fs_method, rtol=RTOL, atol=ATOL, jacobian=jac), repeats)
+                    m, (0, t_end), t_eval=ts, method=fs_method, rtol=rtol, atol=atol, jacobian=jac), repeats)
                 st = r.options["stats"]
                 rows[key] = rows[key] + (f"nfev {st['nfev']}, njev {st['njev']}, nlu {st['nlu']}",)
                 fs_keys.append(key)
@@ -98,16 +104,19 @@ def main():
             print(f"  {key:<24} {fmt(val)}" + (f"   ({val[2]})" if len(val) > 2 else ""))
         for key in fs_keys:
             fs = rows[key]
-            ratios = [("state", rows["state"])]
+            ratios = [] if args.fs_only else [("state", rows["state"])]
+            if key != fs_keys[0]:
+                ratios.append((fs_keys[0], rows[fs_keys[0]]))
             if have_posthoc:
                 ratios += [("state+pbsr", rows["state+pbsr"]), ("state+exp", rows["state+exp"])]
-            text = ", ".join(f"/ ({lbl}) = {fs[0] / v[0]:.1f} wall, {fs[1] / v[1]:.1f} CPU" for lbl, v in ratios)
-            print(f"  {key} {text}")
+            text = ", ".join(f"/ ({lbl}) = {fs[0] / v[0]:.2f} wall, {fs[1] / v[1]:.2f} CPU" for lbl, v in ratios)
+            if text:
+                print(f"  {key} {text}")
         if args.profile:
             pr = cProfile.Profile()
             fs_method, jac = args.fs_methods[0], args.jacobians[0]
             pr.enable()
-            forward_sensitivities(m, (0, t_end), t_eval=ts, method=fs_method, rtol=RTOL, atol=ATOL, jacobian=jac)
+            forward_sensitivities(m, (0, t_end), t_eval=ts, method=fs_method, rtol=rtol, atol=atol, jacobian=jac)
             pr.disable()
             out = io.StringIO()
             pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(12)

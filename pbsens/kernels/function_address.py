@@ -19,9 +19,9 @@ from numba.core import cgutils
 from numba.experimental.function_type import _get_jit_address, _get_wrapper_address
 from numba.extending import intrinsic
 
-from .signatures import matrix_fn, vector_fn
+from .signatures import jacs_fn, matrix_fn, vector_fn
 
-__all__ = ["addresses", "vector_fn_at", "matrix_fn_at"]
+__all__ = ["addresses", "vector_fn_at", "matrix_fn_at", "jacs_fn_at"]
 
 
 def addresses(dispatcher, sig):
@@ -60,3 +60,15 @@ def matrix_fn_at(typingctx, c_addr, jit_addr):
         return _build(matrix_fn, context, builder, args)
 
     return matrix_fn(c_addr, jit_addr), codegen
+
+
+@intrinsic
+def jacs_fn_at(typingctx, c_addr, jit_addr):
+    """The ``jacs_fn`` (``jacs_into``-like) function at the given addresses (from :func:`addresses`)."""
+    if not (isinstance(c_addr, types.Integer) and isinstance(jit_addr, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return _build(jacs_fn, context, builder, args)
+
+    return jacs_fn(c_addr, jit_addr), codegen

@@ -48,6 +48,12 @@ largest double below the stop during that step and at least at the smallest
 double above it during the step after; so a right-hand side that jumps at the
 stop (``t < t_s`` or ``t >= t_s`` alike) is seen from the correct side.
 
+The same loop integrates the states and sensitivities of forward
+sensitivity analysis (:func:`rodas5p_solve_sensitivities`): the right-hand
+side, Jacobian and stage solve of either system come from
+:mod:`pbsens.kernels.augmented` (block forward substitution with one
+``nx x nx`` LU per step for the augmented system).
+
 Nothing allocates inside the loop (:func:`_loop`, compiled without reference
 counting). The grid, the states and the dense coefficients are written into
 buffers; when they are full the loop returns and :func:`rodas5p_solve` doubles
@@ -58,11 +64,14 @@ import math
 import numpy as np
 from numba import njit, types
 
-from .function_address import matrix_fn_at, vector_fn_at
-from .lu import lu_factor, lu_solve_vec
-from .signatures import f8, ivec, mat, matrix_fn, tens, vec, vector_fn
+from .augmented import block_solve as _block_solve
+from .augmented import system_jac as _system_jac
+from .augmented import system_rhs as _system_rhs
+from .function_address import jacs_fn_at, matrix_fn_at, vector_fn_at
+from .lu import lu_factor
+from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
 
-__all__ = ["GAMMA", "A", "C", "C_NODES", "D", "H", "rodas5p_solve", "rodas5p_step", "dense_eval", "merge_outputs",
+__all__ = ["GAMMA", "A", "C", "C_NODES", "D", "H", "rodas5p_solve", "rodas5p_solve_sensitivities", "rodas5p_step", "dense_eval", "merge_outputs",
            "STATUS_OK", "STATUS_STEP_TOO_SMALL", "STATUS_NOT_FINITE", "STATUS_MAX_STEPS",
            "STATUS_SINGULAR"]
 
@@ -171,9 +180,9 @@ def _finite_mat(M):
     return bad == 0
 
 
-@njit(types.boolean(vector_fn, matrix_fn, vec, vec, f8, f8, vec, i8, vec, mat, vec, ivec),
+@njit(types.boolean(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, f8, f8, vec, i8, vec, mat, vec, ivec),
       cache=True, _nrt=False, error_model="numpy")
-def _linearise(rhs, jac, p, c, t_lo, t_room, x, autonomous, f0, J, dT, counts):
+def _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_room, x, autonomous, f0, J, dT, counts):
     """``f0 = f(t_lo, x)``, ``J = df/dx`` and (non-autonomous) ``dT = df/dt`` at the step's start.
 
     ``dT`` by a forward difference with increment ``sqrt(eps max(1e-5, |t|))``
@@ -181,8 +190,8 @@ def _linearise(rhs, jac, p, c, t_lo, t_room, x, autonomous, f0, J, dT, counts):
     Returns whether ``f0`` and ``J`` are finite.
     """
     nx = x.shape[0]
-    rhs(t_lo, x, p, c, f0)
-    jac(t_lo, x, p, c, J)
+    _system_rhs(rhs, jacs, idx, WA, WB, t_lo, x, p, c, f0)
+    _system_jac(jac, jacs, idx, WA, WB, t_lo, x, p, c, J)
     counts[N_RHS] += 1
     counts[N_JAC] += 1
     if not (_finite(f0) and _finite_mat(J)):
@@ -192,7 +201,7 @@ def _linearise(rhs, jac, p, c, t_lo, t_room, x, autonomous, f0, J, dT, counts):
         if delt > 0.5 * t_room:
             delt = 0.5 * t_room
         if delt > 0.0:
-            rhs(t_lo + delt, x, p, c, dT)
+            _system_rhs(rhs, jacs, idx, WA, WB, t_lo + delt, x, p, c, dT)
             counts[N_RHS] += 1
             for i in range(nx):
                 dT[i] = (dT[i] - f0[i]) / delt
@@ -204,8 +213,8 @@ def _linearise(rhs, jac, p, c, t_lo, t_room, x, autonomous, f0, J, dT, counts):
 
 @njit(types.boolean(mat, f8, mat, ivec, ivec), cache=True, _nrt=False, error_model="numpy")
 def _factor(J, h, W, piv, counts):
-    """``W = I/(h gamma) - J``, factorised in place; False if singular."""
-    nx = J.shape[0]
+    """``W = I/(h gamma) - J[:nx]`` (the diagonal block), factorised in place; False if singular."""
+    nx = W.shape[0]
     fac = 1.0 / (h * GAMMA)
     for i in range(nx):
         for j in range(nx):
@@ -215,9 +224,10 @@ def _factor(J, h, W, piv, counts):
     return lu_factor(W, piv) == 0
 
 
-@njit(types.void(vector_fn, vec, vec, f8, f8, f8, f8, vec, vec, vec, i8, mat, ivec, mat, vec, vec, vec, ivec),
+@njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, vec, vec, f8, f8, f8, f8, vec, vec, vec, i8, mat, ivec, mat,
+                 mat, vec, vec, vec, ivec),
       cache=True, _nrt=False, error_model="numpy")
-def _stages(rhs, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, K, u, g, xn, counts):
+def _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, J, K, u, g, xn, counts):
     """The eight stages of one step with the factorised ``W``; ``xn = x_n+1``, ``K[7]`` the error estimate.
 
     Stage times are clipped to ``[t_lo, t_hi]`` (the sides of adjacent stops).
@@ -240,7 +250,7 @@ def _stages(rhs, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, K, u, g,
                 ts = t_lo
             if ts > t_hi:
                 ts = t_hi
-            rhs(ts, u, p, c, g)
+            _system_rhs(rhs, jacs, idx, WA, WB, ts, u, p, c, g)
             counts[N_RHS] += 1
             for j in range(s):
                 cc = C[s, j] / h
@@ -251,8 +261,8 @@ def _stages(rhs, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, K, u, g,
             if hd != 0.0:
                 for i in range(nx):
                     g[i] += hd * dT[i]
-        lu_solve_vec(W, piv, g)
-        counts[N_SOLVE] += 1
+        _block_solve(W, piv, J, g)
+        counts[N_SOLVE] += idx.shape[0] + 1
         for i in range(nx):
             K[s, i] = g[i]
     k8 = K[S - 1]
@@ -272,10 +282,10 @@ def _dense_coefficients(K, Dk):
             Dk[r, i] = acc
 
 
-@njit(i8(vector_fn, matrix_fn, vec, vec, vec, vec, vec, f8, i8, i8, vec, mat, tens, ivec, ivec, vec, vec,
-         mat, mat, ivec, mat, vec, vec, vec, vec),
+@njit(i8(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, vec, vec, vec, f8, i8, i8, vec, mat, tens, ivec,
+         ivec, vec, vec, mat, mat, ivec, mat, vec, vec, vec, vec),
       cache=True, _nrt=False, error_model="numpy")
-def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
+def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
           T, X, Dn, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g):
     """The step loop; resumes from ``ist``/``fst`` and the last stored grid point.
 
@@ -303,7 +313,8 @@ def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
         # after a stop, the right-hand side is evaluated from its right side on
         t_lo = np.nextafter(t, np.inf) if after_stop else t
         if need_jac:
-            if not _linearise(rhs, jac, p, c, t_lo, t_stop - t_lo, x, autonomous, f0, J, dT, counts):
+            if not _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_stop - t_lo, x, autonomous, f0, J, dT,
+                              counts):
                 status = STATUS_NOT_FINITE
                 info[0] = t
                 info[1] = h
@@ -318,7 +329,7 @@ def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
                 h0 = min(h0, t_stop - t)
                 for i in range(nx):
                     u[i] = x[i] + h0 * f0[i]
-                rhs(t_lo + h0, u, p, c, g)
+                _system_rhs(rhs, jacs, idx, WA, WB, t_lo + h0, u, p, c, g)
                 counts[N_RHS] += 1
                 for i in range(nx):
                     g[i] -= f0[i]
@@ -361,7 +372,8 @@ def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
             continue
         n_singular = 0
         xn = X[n + 1]
-        _stages(rhs, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, K, u, g, xn, counts)
+        _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, J, K, u, g, xn,
+                counts)
         err = _rms(K[S - 1], x, xn, rtol, atol)
         if not (err <= 1e300 and _finite(xn)):
             # NaN/inf in the trial step: shrink hard and retry (not an accepted state)
@@ -421,6 +433,52 @@ def _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
     return status
 
 
+@njit(types.Tuple((i8, vec, mat, tens))(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, i8, f8, vec, vec, vec, vec,
+                                        vec, vec, f8, f8, i8, i8, i8, ivec, vec),
+      cache=True)
+def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops, first_step, max_step, max_steps,
+         autonomous, capacity, counts, info):
+    """Allocate the workspaces, run :func:`_loop`, grow the buffers when full; shared by both solves."""
+    nx = x0.shape[0]
+    cap = max(capacity, 1)
+    T = np.empty(cap + 1)
+    X = np.empty((cap + 1, nx))
+    Dn = np.empty((cap, 3, nx))
+    T[0] = t0
+    for i in range(nx):
+        X[0, i] = x0[i]
+    for k in range(counts.shape[0]):
+        counts[k] = 0
+    for k in range(info.shape[0]):
+        info[k] = 0.0
+    ist = np.zeros(5, dtype=np.int64)
+    fst = np.zeros(3)
+    fst[_F_H] = first_step
+    W = np.empty((nx_model, nx_model))
+    J = np.empty((nx, nx_model))
+    piv = np.empty(nx_model, dtype=np.int64)
+    K = np.empty((S, nx))
+    u = np.empty(nx)
+    f0 = np.empty(nx)
+    dT = np.zeros(nx)
+    g = np.empty(nx)
+    while True:
+        status = _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
+                       T, X, Dn, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g)
+        if status != _STATUS_FULL:
+            break
+        cap2 = 2 * cap
+        T2 = np.empty(cap2 + 1)
+        X2 = np.empty((cap2 + 1, nx))
+        D2 = np.empty((cap2, 3, nx))
+        T2[:cap + 1] = T
+        X2[:cap + 1] = X
+        D2[:cap] = Dn
+        T, X, Dn, cap = T2, X2, D2, cap2
+    n = ist[_I_N]
+    return status, T[:n + 1], X[:n + 1], Dn[:n]
+
+
 @njit(types.Tuple((i8, vec, mat, tens))(ivec, f8, vec, vec, vec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
       cache=True)
 def rodas5p_solve(fn_addr, t0, x0, p, c, rtol, atol, stops, first_step, max_step, max_steps, autonomous,
@@ -467,44 +525,39 @@ def rodas5p_solve(fn_addr, t0, x0, p, c, rtol, atol, stops, first_step, max_step
     """
     rhs = vector_fn_at(fn_addr[0], fn_addr[1])
     jac = matrix_fn_at(fn_addr[2], fn_addr[3])
+    jacs = jacs_fn_at(0, 0)            # never called: no sensitivity columns
     nx = x0.shape[0]
-    cap = max(capacity, 1)
-    T = np.empty(cap + 1)
-    X = np.empty((cap + 1, nx))
-    Dn = np.empty((cap, 3, nx))
-    T[0] = t0
-    for i in range(nx):
-        X[0, i] = x0[i]
-    for k in range(counts.shape[0]):
-        counts[k] = 0
-    for k in range(info.shape[0]):
-        info[k] = 0.0
-    ist = np.zeros(5, dtype=np.int64)
-    fst = np.zeros(3)
-    fst[_F_H] = first_step
-    W = np.empty((nx, nx))
-    J = np.empty((nx, nx))
-    piv = np.empty(nx, dtype=np.int64)
-    K = np.empty((S, nx))
-    u = np.empty(nx)
-    f0 = np.empty(nx)
-    dT = np.zeros(nx)
-    g = np.empty(nx)
-    while True:
-        status = _loop(rhs, jac, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
-                       T, X, Dn, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g)
-        if status != _STATUS_FULL:
-            break
-        cap2 = 2 * cap
-        T2 = np.empty(cap2 + 1)
-        X2 = np.empty((cap2 + 1, nx))
-        D2 = np.empty((cap2, 3, nx))
-        T2[:cap + 1] = T
-        X2[:cap + 1] = X
-        D2[:cap] = Dn
-        T, X, Dn, cap = T2, X2, D2, cap2
-    n = ist[_I_N]
-    return status, T[:n + 1], X[:n + 1], Dn[:n]
+    return _run(rhs, jac, jacs, np.empty(0, dtype=np.int64), np.empty((2, 0, 0)), np.empty((2, 0, 0)), nx,
+                t0, x0, p, c, rtol, atol, stops, first_step, max_step, max_steps, autonomous, capacity, counts, info)
+
+
+@njit(types.Tuple((i8, vec, mat, tens))(ivec, f8, vec, vec, vec, ivec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
+      cache=True)
+def rodas5p_solve_sensitivities(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, first_step, max_step, max_steps,
+                                autonomous, capacity, counts, info):
+    """Forward sensitivities: Rodas5P on the augmented system ``z = (x, S[:, 0], ..., S[:, ns-1])``.
+
+    ``z' = (f, A S_j + B[:, idx_j])`` (see :func:`pbsens.kernels.augmented.system_rhs`), one ``nx x nx``
+    LU of ``I/(h gamma) - A`` per step and block forward substitution in each
+    stage (:func:`pbsens.kernels.augmented.block_solve`); never the ``nx (ns+1)`` square. Error
+    control, dense output and stops as in :func:`rodas5p_solve`, on all of
+    ``z`` (``rtol``, ``atol`` of length ``nx (ns+1)``).
+
+    Parameters as :func:`rodas5p_solve`, except: ``fn_addr`` (6,) also holds the
+    addresses of the model's ``jacs_into(t, x, p, c, A, B)`` (slots 4, 5);
+    ``z0`` the initial augmented state; ``idx`` (ns,) the model parameter
+    indices of the sensitivity columns (at least one). ``counts[N_SOLVE]``
+    counts ``nx x nx`` triangular solve pairs (``ns + 1`` per stage).
+    """
+    rhs = vector_fn_at(fn_addr[0], fn_addr[1])
+    jac = matrix_fn_at(fn_addr[2], fn_addr[3])
+    jacs = jacs_fn_at(fn_addr[4], fn_addr[5])
+    nx = z0.shape[0] // (idx.shape[0] + 1)
+    npar = p.shape[0]
+    return _run(rhs, jac, jacs, idx, np.empty((2, nx, nx)), np.empty((2, nx, npar)), nx,
+                t0, z0, p, c, rtol, atol, stops, first_step, max_step, max_steps, autonomous, capacity, counts, info)
+
+
 
 
 @njit(types.boolean(ivec, f8, vec, vec, vec, f8, i8, vec, vec, mat), cache=True)
@@ -528,11 +581,14 @@ def rodas5p_step(fn_addr, t, x, p, c, h, autonomous, x_new, err, Dk):
     f0 = np.empty(nx)
     dT = np.zeros(nx)
     g = np.empty(nx)
-    if not _linearise(rhs, jac, p, c, t, np.inf, x, autonomous, f0, J, dT, counts):
+    idx = np.empty(0, dtype=np.int64)
+    WA = np.empty((2, 0, 0))
+    jacs = jacs_fn_at(0, 0)            # never called: no sensitivity columns
+    if not _linearise(rhs, jac, jacs, idx, WA, WA, p, c, t, np.inf, x, autonomous, f0, J, dT, counts):
         return False
     if not _factor(J, h, W, piv, counts):
         return False
-    _stages(rhs, p, c, t, h, t, np.inf, x, f0, dT, autonomous, W, piv, K, u, g, x_new, counts)
+    _stages(rhs, jacs, idx, WA, WA, p, c, t, h, t, np.inf, x, f0, dT, autonomous, W, piv, J, K, u, g, x_new, counts)
     for i in range(nx):
         err[i] = K[S - 1, i]
     _dense_coefficients(K, Dk)

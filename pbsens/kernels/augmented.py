@@ -1,0 +1,130 @@
+"""The system the Rodas5P step loop integrates: the model's states, or states and forward sensitivities.
+
+:mod:`pbsens.kernels.rosenbrock` runs one step loop for two systems; these
+kernels are where they differ (right-hand side, Jacobian, linear solve), the
+variant chosen by the length of ``idx``:
+
+* plain (``idx`` empty): ``x' = f(t, x)``, Jacobian ``J = df/dx`` (nx, nx), and
+  ``(I/(h gamma) - J) k = r`` solved with the LU of ``W = I/(h gamma) - J``;
+* forward sensitivities (``idx`` the model parameter indices of the ``ns``
+  sensitivity columns, METHOD.md section 6): ``z = (x, S[:, 0], ...,
+  S[:, ns-1])``, ``z' = (f, A S_j + B[:, idx_j])`` with ``A = df/dx``,
+  ``B = df/dp``. Its Jacobian is block lower triangular,
+  ``[[A, 0, ...], [C_0, A, ...], [C_1, 0, A, ...], ...]``,
+  ``C_j = d(A S_j + B[:, idx_j])/dx``; ``J`` stores the first block column
+  ``(A; C_0; ...; C_{ns-1})`` ((ns+1) nx, nx), ``W`` is the LU of the
+  diagonal block ``I/(h gamma) - A`` only (one nx x nx factorisation per
+  step), and :func:`block_solve` does block forward substitution; the
+  ``nx (ns+1)`` square is never formed.
+
+``WA`` (2, nx, nx) and ``WB`` (2, nx, np) are scratch for the model's
+``jacs_into`` (unused, possibly empty, in the plain case). All kernels are
+``nopython``, cached, free of reference counting and allocation. The model
+Jacobians are sparse; the products with ``A`` and its differences skip zeros.
+"""
+from numba import njit, types
+
+from .lu import lu_solve_vec
+from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
+
+__all__ = ["system_rhs", "system_jac", "block_solve"]
+
+
+@njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec),
+      cache=True, _nrt=False, error_model="numpy")
+def system_rhs(rhs, jacs, idx, WA, WB, t, z, p, c, out):
+    """``out = f(t, z)`` (plain) or ``(f, A S_j + B[:, idx_j])`` (forward sensitivities)."""
+    ns = idx.shape[0]
+    if ns == 0:
+        rhs(t, z, p, c, out)
+        return
+    nx = WA.shape[1]
+    x = z[:nx]
+    rhs(t, x, p, c, out[:nx])
+    Am = WA[0]
+    Bm = WB[0]
+    jacs(t, x, p, c, Am, Bm)
+    for j in range(ns):
+        off = nx * (j + 1)
+        col = idx[j]
+        for i in range(nx):
+            out[off + i] = Bm[i, col]
+    # A S_j for all j at once, skipping the zeros of A (model Jacobians are sparse)
+    for i in range(nx):
+        for q in range(nx):
+            a = Am[i, q]
+            if a != 0.0:
+                for j in range(ns):
+                    off = nx * (j + 1)
+                    out[off + i] += a * z[off + q]
+
+
+@njit(types.void(matrix_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, mat),
+      cache=True, _nrt=False, error_model="numpy")
+def system_jac(jac, jacs, idx, WA, WB, t, z, p, c, J):
+    """``J = df/dx`` (plain) or the first block column ``(A; C_0; ...)`` (forward sensitivities).
+
+    ``A`` is the model's exact Jacobian. The couplings ``C_j`` need second
+    derivatives of ``f``: forward differences of the exact Jacobians ``A``,
+    ``B`` in each state direction (one ``jacs`` call per state), increment
+    ``sqrt(eps) max(|x_k|, 1e-3 max|x|, 1e-12)`` (as
+    :func:`pbsens.forward._fs_jac_kernel`). ``z[k]`` is perturbed in place and
+    restored bit for bit.
+    """
+    ns = idx.shape[0]
+    if ns == 0:
+        jac(t, z, p, c, J)
+        return
+    nx = WA.shape[1]
+    x = z[:nx]
+    Am, Ak = WA[0], WA[1]
+    Bm, Bk = WB[0], WB[1]
+    jacs(t, x, p, c, Am, Bm)
+    xmax = 0.0
+    for i in range(nx):
+        xmax = max(xmax, abs(x[i]))
+        for q in range(nx):
+            J[i, q] = Am[i, q]
+    for k in range(nx):
+        xk = x[k]
+        dk = 1.4901161193847656e-08 * max(abs(xk), 1e-3 * xmax, 1e-12)
+        x[k] = xk + dk
+        dk = x[k] - xk            # the increment actually taken
+        jacs(t, x, p, c, Ak, Bk)
+        x[k] = xk
+        inv = 1.0 / dk
+        for j in range(ns):
+            off = nx * (j + 1)
+            col = idx[j]
+            for i in range(nx):
+                J[off + i, k] = (Bk[i, col] - Bm[i, col]) * inv
+        # (dA/dx_k) S_j, skipping the entries of A that x_k does not change (most of them)
+        for i in range(nx):
+            for q in range(nx):
+                d = (Ak[i, q] - Am[i, q]) * inv
+                if d != 0.0:
+                    for j in range(ns):
+                        off = nx * (j + 1)
+                        J[off + i, k] += d * z[off + q]
+
+
+@njit(types.void(mat, ivec, mat, vec), cache=True, _nrt=False, error_model="numpy")
+def block_solve(W, piv, J, g):
+    """Solve ``(I/(h gamma) - J) k = g`` in place, ``W`` the LU of the diagonal block.
+
+    Plain: one solve with ``W``. Forward sensitivities: block forward
+    substitution, ``W k_0 = g_0`` then ``W k_j = g_j + C_j k_0``.
+    """
+    nx = W.shape[0]
+    ns = g.shape[0] // nx - 1
+    k0 = g[:nx]
+    lu_solve_vec(W, piv, k0)
+    for j in range(ns):
+        off = nx * (j + 1)
+        for i in range(nx):
+            s = 0.0
+            r = off + i
+            for q in range(nx):
+                s += J[r, q] * k0[q]
+            g[r] += s
+        lu_solve_vec(W, piv, g[off:off + nx])

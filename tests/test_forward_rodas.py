@@ -1,0 +1,168 @@
+"""Forward sensitivities on pbsens's compiled Rodas5P (``forward_sensitivities(method="rodas5p")``).
+
+References are independent of the code under test: closed forms (linear
+models), a tight scipy Radau forward-sensitivity solve, central finite
+differences of tightly solved states, and a dense linear solve.
+"""
+import numpy as np
+import pytest
+from scipy.linalg import expm
+
+import pbsens
+from conftest import make_model
+from pbsens.forward import _AUGMENTED_SOLVERS, forward_sensitivities
+
+
+def _max_rel(a, b):
+    return np.abs(a - b).max() / np.abs(b).max()
+
+
+def _col_rel(S, S_ref, p):
+    """Largest error of each log-parameter sensitivity column ``p_j S[:, j]`` relative to that column's
+    largest entry, over the columns within 1e-3 of the largest (smaller ones sit at the atol floor)."""
+    L, L_ref = S * p, S_ref * p
+    scale = np.abs(L_ref).max(axis=(0, 1))
+    keep = scale > 1e-3 * scale.max()
+    return (np.abs(L - L_ref).max(axis=(0, 1))[keep] / scale[keep]).max()
+
+
+def test_registered():
+    assert "rodas5p" in _AUGMENTED_SOLVERS
+
+
+# ----------------------------------------------------------------- linear algebra of one stage
+
+def test_block_solve_matches_dense_solve():
+    from pbsens.kernels.lu import lu_factor
+    from pbsens.kernels.augmented import block_solve
+    rng = np.random.default_rng(3)
+    nx, ns, fac = 5, 3, 7.0
+    A = rng.normal(size=(nx, nx))
+    C = rng.normal(size=(ns, nx, nx))
+    J = np.ascontiguousarray(np.concatenate([A[None], C]).reshape((ns + 1) * nx, nx))
+    full = np.zeros(((ns + 1) * nx, (ns + 1) * nx))
+    for j in range(ns + 1):
+        full[j * nx:(j + 1) * nx, j * nx:(j + 1) * nx] = A
+        if j:
+            full[j * nx:(j + 1) * nx, :nx] = C[j - 1]
+    M = np.eye(full.shape[0]) * fac - full
+    g = rng.normal(size=full.shape[0])
+    W = np.ascontiguousarray(np.eye(nx) * fac - A)
+    piv = np.empty(nx, dtype=np.int64)
+    assert lu_factor(W, piv) == 0
+    k = g.copy()
+    block_solve(W, piv, J, k)
+    assert np.allclose(k, np.linalg.solve(M, g), rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------- analytic references
+
+@pytest.mark.parametrize("rtol", [1e-6, 1e-9])
+def test_random_linear_model_matches_closed_form(rtol):
+    # x' = A x + p^2 + 1, S' = A S + 2 diag(p), S(0) = 0  ->  S(t) = A^-1 (e^{At} - I) 2 diag(p)
+    m = pbsens.random_linear_model(6, seed=1)
+    A, p = m.meta["A"], m.p
+    ts = np.linspace(0, 5, 11)
+    r = forward_sensitivities(m, (0, 5), t_eval=ts, method="rodas5p", rtol=rtol, atol=1e-3 * rtol)
+    Ainv = np.linalg.inv(A)
+    S_ref = np.array([Ainv @ (expm(t * A) - np.eye(6)) @ np.diag(2 * p) for t in ts])
+    x_ref = np.array([expm(t * A) @ m.x0 + Ainv @ (expm(t * A) - np.eye(6)) @ (p ** 2 + 1) for t in ts])
+    assert np.array_equal(r.t, ts) and r.S.shape == (11, 6, 6)
+    assert _max_rel(r.x, x_ref) < 10 * rtol
+    assert _max_rel(r.S, S_ref) < 10 * rtol
+    assert r.options["solver"] == "rodas5p" and r.options["jacobian"] == "structured"
+    st = r.options["stats"]
+    assert st["n_steps"] > 0 and st["nlu"] >= st["n_steps"] and st["nfev"] >= 8 * st["n_steps"]
+
+
+def test_time_varying_closed_form(tmp_path):
+    # non-autonomous (the df/dt term): x' = -k (1 + t) x  ->  x = x0 exp(-k (t + t^2/2)), dx/dk = -(t + t^2/2) x
+    m = make_model(tmp_path, "ltv", {"x": 2.0}, {"k": 0.4, "q": 1.5}, {"x": "-k*(1 + t)*x + 0*q"})
+    ts = np.linspace(0, 3, 31)
+    r = forward_sensitivities(m, (0, 3), t_eval=ts, method="rodas5p", rtol=1e-9, atol=1e-12)
+    x = 2.0 * np.exp(-0.4 * (ts + ts ** 2 / 2))
+    assert _max_rel(r.x[:, 0], x) < 1e-8
+    assert _max_rel(r.S[:, 0, 0], -(ts + ts ** 2 / 2) * x) < 1e-8
+    assert np.all(r.S[:, 0, 1] == 0.0)
+
+
+# ----------------------------------------------------------------- against a tight Radau solve
+
+_TS = np.linspace(0.0, 600.0, 31)
+
+
+@pytest.fixture(scope="module")
+def radau_refs(pka, camkii):
+    return {name: forward_sensitivities(m, (0, 600), t_eval=_TS, method="Radau", rtol=1e-10, atol=1e-12)
+            for name, m in (("PKA", pka), ("CaMKII", camkii))}
+
+
+@pytest.mark.parametrize("name", ["PKA", "CaMKII"])
+@pytest.mark.parametrize("rtol", [1e-6, 1e-8])
+def test_matches_tight_radau(name, rtol, radau_refs, pka, camkii):
+    m = pka if name == "PKA" else camkii
+    ref = radau_refs[name]
+    r = forward_sensitivities(m, (0, 600), t_eval=_TS, method="rodas5p", rtol=rtol, atol=0.1 * rtol)
+    assert _max_rel(r.x, ref.x) < 10 * rtol
+    assert _max_rel(r.S, ref.S) < 10 * rtol      # relative to the largest |S|
+    assert _col_rel(r.S, ref.S, np.abs(m.p)) < 100 * rtol
+
+
+# ----------------------------------------------------------------- finite differences on Chua
+
+def test_chua_matches_central_finite_differences(chua):
+    ts = np.array([0.5, 1.0, 2.0])
+    r = forward_sensitivities(chua, (0, 2), t_eval=ts, method="rodas5p", rtol=1e-9, atol=1e-11)
+    p = chua.p
+    S_fd = np.empty_like(r.S)
+    for j in range(chua.n_params):
+        h = 1e-5 * max(abs(p[j]), 1e-3)
+        pp, pm = p.copy(), p.copy()
+        pp[j] += h
+        pm[j] -= h
+        xp = pbsens.solve_states(chua, (0, 2), t_eval=ts, p=pp, rtol=1e-12, atol=1e-14)
+        xm = pbsens.solve_states(chua, (0, 2), t_eval=ts, p=pm, rtol=1e-12, atol=1e-14)
+        S_fd[:, :, j] = (xp.x[xp.eval_index] - xm.x[xm.eval_index]) / (pp[j] - pm[j])
+    assert np.abs(S_fd).max() > 1e-3
+    assert _max_rel(r.S, S_fd) < 1e-6
+
+
+# ----------------------------------------------------------------- grid, stops, options, errors
+
+def test_default_grid_and_tstops(chua):
+    r = forward_sensitivities(chua, (0, 2), method="rodas5p", rtol=1e-6, atol=1e-8, tstops=[0.3, 1.7])
+    assert r.t[0] == 0.0 and r.t[-1] == 2.0 and np.all(np.diff(r.t) > 0)
+    assert 0.3 in r.t and 1.7 in r.t
+    r2 = forward_sensitivities(chua, (0, 2), method="rodas5p", rtol=1e-6, atol=1e-8, max_step=0.1)
+    assert np.max(np.diff(r2.t)) <= 0.1 + 1e-12
+    assert r2.S.shape == (r2.t.size, 3, 2)
+
+
+def test_parameter_subset_matches_full(pka):
+    ts = np.linspace(0, 600, 7)
+    full = forward_sensitivities(pka, (0, 600), t_eval=ts, method="rodas5p", rtol=1e-8, atol=1e-10)
+    sub = forward_sensitivities(pka, (0, 600), t_eval=ts, method="rodas5p", rtol=1e-8, atol=1e-10, params=[20, 3])
+    assert sub.S.shape == (7, pka.n_states, 2)
+    assert _max_rel(sub.S, full.S[:, :, [20, 3]]) < 1e-6
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(bogus=1), "bogus"),
+    (dict(rtol=1e-17), "rtol"),
+    (dict(max_step=-1.0), "max_step"),
+    (dict(first_step=0.0), "first_step"),
+    (dict(max_steps=0), "max_steps"),
+    (dict(tstops=[3.0, 1.0]), "tstops"),
+    (dict(jacobian="sparse"), "jacobian"),
+])
+def test_bad_input_names_the_argument(chua, kwargs, name):
+    with pytest.raises(pbsens.PbsensError, match=name):
+        forward_sensitivities(chua, (0, 10), method="rodas5p", **kwargs)
+
+
+def test_failures_raise_solver_error(tmp_path, chua):
+    m = make_model(tmp_path, "blowup", {"x": 1.0}, {"k": 1.0}, {"x": "k*x**2"})
+    with pytest.raises(pbsens.SolverError, match="blowup"):
+        forward_sensitivities(m, (0, 2), method="rodas5p")
+    with pytest.raises(pbsens.SolverError, match="max_steps"):
+        forward_sensitivities(chua, (0, 10), method="rodas5p", max_steps=3)
