@@ -218,10 +218,11 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     sol = None
     solver_info = {}
     if isinstance(trajectory, Trajectory):
-        if p is not None and not np.array_equal(model.check_p(p), trajectory.p):
+        traj_p = model.check_p(trajectory.p, "trajectory.p")   # an edited or foreign Trajectory
+        if p is not None and not np.array_equal(model.check_p(p), traj_p):
             raise PbsensError("'p' differs from the parameters the trajectory was solved with; "
                               "solve the states again with these parameters")
-        p = trajectory.p
+        p = traj_p
         t, x = _check_grid(model, trajectory.t, trajectory.x)
         sol = trajectory.sol
         if t_eval is None and trajectory.t_eval is not None:
