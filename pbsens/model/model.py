@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..errors import PbsensError
+from ..errors import ModelError, PbsensError
 
 __all__ = ["Model", "CompiledFunctions"]
 
@@ -62,6 +62,10 @@ class Model:
         self._p = np.array(p, dtype=np.float64)
         self._user_fns = user_fns  # (rhs, jac_x, jac_p) dispatchers, or None: built on demand
         self._x0 = self.initial_state(self._p)
+        if not np.all(np.isfinite(self._x0)):
+            bad = [self.state_names[i] for i in np.flatnonzero(~np.isfinite(self._x0))]
+            raise ModelError(f"model {name!r}: the initial value of state(s) {', '.join(map(repr, bad))} is not "
+                             "finite at the default parameters")
         if self.events:
             self.discontinuities   # noqa: B018 - an event the solver cannot execute fails at load, not mid-solve
 
