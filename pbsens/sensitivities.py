@@ -13,6 +13,7 @@ import numpy as np
 from . import error_estimate
 from .errors import AccuracyWarning, PbsensError, SolverError
 from .kernels import codes
+from .model.model import check_model
 from .result import BRANCH_NAMES, SensitivityResult
 from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
 from .threads import limit_blas_threads
@@ -34,6 +35,8 @@ def _bound(model):
 
 
 def _check_grid(model, t, x):
+    if np.iscomplexobj(t) or np.iscomplexobj(x):
+        raise PbsensError("'trajectory': t and x must be real, got complex values")
     try:
         t = np.ascontiguousarray(t, dtype=np.float64).reshape(-1)
         x = np.ascontiguousarray(x, dtype=np.float64)
@@ -179,7 +182,15 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     PbsensError
         Invalid input (the message names the argument), or non-finite sensitivities.
     """
-    if method not in codes.METHOD_CODES:
+    check_model(model)
+    if t_eval is not None and (np.ndim(t_eval) > 1 or np.iscomplexobj(t_eval)):
+        raise PbsensError(f"'t_eval' must be a one-dimensional array of real times, got shape {np.shape(t_eval)}")
+    if S0 is not None and np.iscomplexobj(S0):
+        raise PbsensError("'S0' must be real, got complex values")
+    from .solvers import SOLVERS
+    if not isinstance(solver, str) or solver not in SOLVERS:
+        raise PbsensError(f"'solver' must be one of {sorted(SOLVERS)}, got {solver!r}")
+    if not isinstance(method, str) or method not in codes.METHOD_CODES:
         raise PbsensError(f"'method' must be one of {', '.join(METHODS)} (or use forward_sensitivities "
                           f"for the forward reference), got {method!r}")
     if norm not in codes.NORM_CODES:

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ModelError, PbsensError
 
-__all__ = ["Model", "CompiledFunctions"]
+__all__ = ["Model", "CompiledFunctions", "check_model"]
 
 _FN_NAMES = ("rhs_into", "jac_x_into", "jac_p_into", "jacs_into", "x0_into", "dx0_dp_into",
              "out_into", "out_jac_x_into", "out_jac_p_into")
@@ -217,7 +217,18 @@ class Model:
                 + (f", {self.n_outputs} outputs" if self.n_outputs else "") + ">")
 
 
+def check_model(model, name="model") -> "Model":
+    """Raise :class:`PbsensError` unless ``model`` is a :class:`Model`."""
+    if not isinstance(model, Model):
+        hint = (f"; load it first: pbsens.load_model({model!r})" if isinstance(model, str) else "")
+        raise PbsensError(f"{name!r} must be a pbsens Model (from load_model or random_linear_model), "
+                          f"got {type(model).__name__}{hint}")
+    return model
+
+
 def _check_vector(v, n, name, why):
+    if np.iscomplexobj(v):
+        raise PbsensError(f"{name!r} must be real, got complex values")
     try:
         a = np.array(v, dtype=np.float64).reshape(-1) if np.ndim(v) <= 1 else None
     except (TypeError, ValueError):
