@@ -82,7 +82,7 @@ def check_t_eval(t_eval, t_span, name="t_eval"):
     if t_eval is None:
         return None
     if np.iscomplexobj(t_eval) or isinstance(t_eval, (str, bytes)):
-        raise PbsensError(f"{name!r} must be an array of real times, got {t_eval!r}")
+        raise PbsensError(f"{name!r} must be an array of times (real numbers), got {t_eval!r}")
     if np.ndim(t_eval) > 1:
         raise PbsensError(f"{name!r} must be one-dimensional, got shape {np.shape(t_eval)}")
     try:
