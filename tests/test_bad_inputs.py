@@ -56,6 +56,16 @@ def chua_traj():
     return pbsens.solve_states(chua(), (0.0, 1.0), t_eval=[0.5, 1.0])
 
 
+@functools.lru_cache(None)
+def robertson():
+    """ROBER (Robertson's stiff chemical kinetics)."""
+    return pbsens.load_model(pbsens.ModelSpec.from_dict({
+        "name": "rober", "states": [{"name": "y1", "initial": 1.0}, {"name": "y2", "initial": 0.0},
+                                    {"name": "y3", "initial": 0.0}],
+        "parameters": [{"name": "k1", "value": 0.04}, {"name": "k2", "value": 1e4}, {"name": "k3", "value": 3e7}],
+        "odes": {"y1": "-k1*y1 + k2*y2*y3", "y2": "k1*y1 - k2*y2*y3 - k3*y2**2", "y3": "k3*y2**2"}}))
+
+
 def tmpdir() -> Path:
     d = Path(tempfile.mkdtemp(prefix="pbsens-bad-"))
     return d
@@ -165,6 +175,9 @@ CASES = [
     Case("hang", "method='pbs' refinement beyond a small max_substeps",
          lambda: pbsens.sensitivities(lin2(), (T3, ONES), method="pbs", n_factor=1e6, max_substeps=1000),
          SolverError, "max_substeps=1000"),
+    Case("hang", "method='pbs' on Robertson's stiff problem over [0, 1e5] at rtol 1e-3",
+         lambda: pbsens.sensitivities(robertson(), t_span=(0.0, 1e5), rtol=1e-3, method="pbs"),
+         SolverError, "sub-steps, beyond the budget max_substeps=10000000"),
     Case("hang", "max_substeps=0", lambda: pbsens.sensitivities(lin2(), (T3, ONES), max_substeps=0),
          PbsensError, "'max_substeps' must be a positive integer"),
     Case("hang", "a huge integer power x**100000000 in a rate", rate("x**100000000"),
