@@ -75,22 +75,30 @@ SOLVERS[rosenbrock.METHOD] = rosenbrock.solve_rosenbrock   # compiled Rodas5P
 
 
 def solver_option_names(method):
-    """The extra keyword options the state solver ``method`` understands (``max_step``, ...)."""
-    if method == rosenbrock.METHOD:
-        fn = rosenbrock.solve_rosenbrock
-        skip = {"model", "t_span", "t_eval", "p", "x0", "rtol", "atol", "tstops", "dense_output"}
-    else:
+    """The extra keyword options the state solver ``method`` understands (``max_step``, ...); None: any."""
+    if method in STEPPERS:
         import scipy.integrate
         fn = getattr(scipy.integrate, method).__init__
         skip = {"self", "fun", "t0", "y0", "t_bound", "rtol", "atol", "jac"}
-    params = inspect.signature(getattr(fn, "__wrapped__", fn)).parameters
+    else:                            # the compiled Rodas5P or a solver plugged into SOLVERS
+        fn = SOLVERS[method]
+        skip = {"model", "t_span", "t_eval", "p", "x0", "rtol", "atol", "tstops", "dense_output", "max_nfev"}
+    try:
+        params = inspect.signature(getattr(fn, "__wrapped__", fn)).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(q.kind is inspect.Parameter.VAR_KEYWORD for q in params.values()) and method not in STEPPERS:
+        return None                  # a plugged solver that takes **options checks them itself
     return sorted(k for k, q in params.items() if k not in skip and q.kind is not inspect.Parameter.VAR_KEYWORD
                   and q.kind is not inspect.Parameter.VAR_POSITIONAL)
 
 
 def check_solver_options(method, options, name="solver_options"):
     """Reject keyword options the solver ``method`` does not know (scipy would ignore them with a warning)."""
-    unknown = sorted(set(options) - set(solver_option_names(method)))
+    names = solver_option_names(method)
+    if names is None:
+        return
+    unknown = sorted(set(options) - set(names))
     if unknown:
         raise PbsensError(f"unknown solver option(s) {', '.join(map(repr, unknown))} for method {method!r}; "
                           f"it accepts: {', '.join(solver_option_names(method)) or 'none'}")
