@@ -43,7 +43,8 @@ from scipy.sparse import csc_matrix, identity, kron
 from .errors import PbsensError, SolverError
 from .kernels.signatures import f8, ivec, jacs_fn, mat, tens, vec, vector_fn
 from .result import SensitivityResult
-from .solvers import check_t_eval, check_t_span, merge_grid
+from .model.model import check_model
+from .solvers import check_solver_options, check_t_eval, check_t_span, merge_grid
 from .solvers.scipy_steppers import StepGuard, integrate
 from .threads import limit_blas_threads
 
@@ -499,6 +500,7 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
     83 ms (rtol 1e-5), 16 vs 154 ms (1e-8); CaMKII 39 vs 253 ms, 150 vs 518 ms.
     """
     t_start = time.perf_counter()
+    check_model(model)
     t0, t1 = check_t_span(t_span)
     te = check_t_eval(t_eval, (t0, t1))
     p = model.check_p(p)
@@ -531,6 +533,7 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
         if key in solver_options:
             raise PbsensError(f"solver option {key!r} is set by forward_sensitivities and cannot be passed")
 
+    check_solver_options(method, {k: v for k, v in solver_options.items() if k not in ("jac_sparsity",)})
     jacobian = _check_jacobian(jacobian, method)
     z0 = np.empty(n_aug)
     z0[:nx] = x0

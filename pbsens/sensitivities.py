@@ -11,8 +11,9 @@ import time
 import numpy as np
 
 from . import error_estimate
-from .errors import AccuracyWarning, PbsensError
+from .errors import AccuracyWarning, PbsensError, SolverError
 from .kernels import codes
+from .model.model import check_model
 from .result import BRANCH_NAMES, SensitivityResult
 from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
 from .solvers.refine import refine_grid
@@ -39,6 +40,8 @@ def _bound(model):
 
 
 def _check_grid(model, t, x):
+    if np.iscomplexobj(t) or np.iscomplexobj(x):
+        raise PbsensError("'trajectory': t and x must be real, got complex values")
     try:
         t = np.ascontiguousarray(t, dtype=np.float64).reshape(-1)
         x = np.ascontiguousarray(x, dtype=np.float64)
@@ -78,7 +81,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13,
                   substeps=None, estimate_error=False,
                   sens_rtol=None, sens_atol=None, state_error="auto", max_refine=6, max_split=64,
-                  max_grid_factor=200) -> SensitivityResult:
+                  max_grid_factor=200, max_substeps=10_000_000) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
     Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
@@ -177,6 +180,12 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     max_refine, max_split, max_grid_factor : int, int, float
         Limits of the ``sens_rtol`` refinement: rounds (6), parts per interval and
         round (64), grid size relative to the state solver's (200).
+    max_substeps : int
+        Bound on the work of one march: the total number of PBS sub-steps
+        (``n_int`` summed over the refined intervals). Checked before an interval is
+        refined; beyond it a :class:`SolverError` names the interval and the budget
+        (``method="pbs"`` never switches to the exponential step, so on a stiff
+        problem ``n_int`` grows without bound). Default 10^7.
 
     Returns
     -------
@@ -188,7 +197,15 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     PbsensError
         Invalid input (the message names the argument), or non-finite sensitivities.
     """
-    if method not in codes.METHOD_CODES:
+    check_model(model)
+    if t_eval is not None and (np.ndim(t_eval) > 1 or np.iscomplexobj(t_eval)):
+        raise PbsensError(f"'t_eval' must be a one-dimensional array of real times, got shape {np.shape(t_eval)}")
+    if S0 is not None and np.iscomplexobj(S0):
+        raise PbsensError("'S0' must be real, got complex values")
+    from .solvers import SOLVERS
+    if not isinstance(solver, str) or solver not in SOLVERS:
+        raise PbsensError(f"'solver' must be one of {sorted(SOLVERS)}, got {solver!r}")
+    if not isinstance(method, str) or method not in codes.METHOD_CODES:
         raise PbsensError(f"'method' must be one of {', '.join(METHODS)} (or use forward_sensitivities "
                           f"for the forward reference), got {method!r}")
     if norm not in codes.NORM_CODES:
@@ -214,6 +231,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     if state_error not in (None, "resolve", "auto"):
         raise PbsensError(f"'state_error' must be 'auto', 'resolve' or None, got {state_error!r}")
     max_refine = _positive(max_refine, "max_refine", integer=True)
+    from .kernels.march import check_max_substeps
+    check_max_substeps(max_substeps)
     max_split = _positive(max_split, "max_split", integer=True)
     max_grid_factor = _positive(max_grid_factor, "max_grid_factor")
     timings = {}
@@ -242,10 +261,11 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             t0 = time.perf_counter()
             trajectory = refine_grid(trajectory, substeps)
             timings["refine"] = time.perf_counter() - t0
-        if p is not None and not np.array_equal(model.check_p(p), trajectory.p):
+        traj_p = model.check_p(trajectory.p, "trajectory.p")   # an edited or foreign Trajectory
+        if p is not None and not np.array_equal(model.check_p(p), traj_p):
             raise PbsensError("'p' differs from the parameters the trajectory was solved with; "
                               "solve the states again with these parameters")
-        p = trajectory.p
+        p = traj_p
         t, x = _check_grid(model, trajectory.t, trajectory.x)
         sol = trajectory.sol
         if t_eval is None and trajectory.t_eval is not None:
@@ -326,6 +346,12 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                        scale_atol)
             refined = (branch == codes.BRANCH_PBS) & (n_int > 1)
             counts = np.where(refined, n_int - 1, 0)
+            if counts.sum() > max_substeps or np.any(counts > max_substeps):
+                k = int(np.argmax(counts))
+                raise SolverError(f"method {method!r} refinement: interval {k} [{tg[k]:.6g}, {tg[k + 1]:.6g}] "
+                                  f"needs {int(n_int[k])} sub-steps; the march needs {int(counts.sum())}, "
+                                  f"beyond the budget max_substeps={max_substeps} (raise max_substeps, "
+                                  "lower n_factor, or use method='pbsr' or 'exp')")
             sub_offset = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
             if counts.sum():
                 k_of = np.repeat(np.arange(K - 1), counts)
@@ -335,7 +361,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             planned = 1
         status = bound_march(tg, xg, p, model.constants, S_run, oi, code, n_factor, n_max, eq_tol, norm_kind,
                              interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                             scale_atol)
+                             scale_atol, max_substeps=max_substeps)
         if status >= 0:
             raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
                               f"[{tg[status]:.6g}, {tg[status + 1]:.6g}] (method {method!r}); the Jacobians may "

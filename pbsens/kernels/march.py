@@ -37,6 +37,17 @@ from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRA
                     METHOD_PBS, METHOD_PBSR2, NORM_SCALED)
 from .signatures import f8, i8vec, ivec, jacs_fn, jacs_fn_sig, mat, tens, vec, vector_fn, vector_fn_sig
 from .views import flat
+from ..errors import PbsensError, SolverError
+
+#: Default bound on the total number of PBS sub-steps of one march (``max_substeps``).
+MAX_SUBSTEPS = 10_000_000
+
+
+def check_max_substeps(v):
+    """Validate the ``max_substeps`` option (a positive integer)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise PbsensError(f"'max_substeps' must be a positive integer, got {v!r}")
+    return int(min(v, 2 ** 62))
 
 __all__ = ["METHOD_CODES", "INTERP_CODES", "BRANCH_PBS", "BRANCH_EQUILIBRIUM", "BRANCH_STIFF",
            "BRANCH_EXP", "BRANCH_EXP2", "march", "plan", "bind"]
@@ -201,11 +212,11 @@ def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens, f8), cache=True,
+         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens, f8, i8), cache=True,
       _nrt=False)
 def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                 interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol):
+                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps):
     """The body of :func:`march`, given its work arrays (no allocation, no reference counting)."""
     K, nx = X.shape
     np_ = p.shape[0]
@@ -226,6 +237,7 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
     SB0, SB1 = SB[0], SB[1]
     S_0, B_0 = SB0[:nx], SB0[nx:]    # views, taken once
     S_1, B_1 = SB1[:nx], SB1[nx:]
+    total = np.int64(0)              # PBS sub-steps taken so far (bounded by max_substeps)
     linalg.copy_into(S, S_0)
     jacs(t[0], X[0], p, c, Ag0, B_0)
     if out_index[0] >= 0:
@@ -249,6 +261,9 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
             n_int[k] = n
         reused[k] = 0
         if b == BRANCH_PBS:
+            if n > max_substeps - total:     # the work bound: checked before refining the interval
+                return -2 - k
+            total += n
             hs = h / n
             if interp == INTERP_HERMITE and n > 1:
                 rhs(t[k], X[k], p, c, fk)
@@ -331,9 +346,10 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         f8, tens, i8vec, ivec, i8vec, f8), cache=True)
+         f8, tens, i8vec, ivec, i8vec, f8, i8), cache=True)
 def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
-          interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused, scale_atol):
+          interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused, scale_atol,
+          max_substeps):
     """March ``S`` over the grid ``t`` with states ``X`` (Algorithms 1-3).
 
     Parameters
@@ -366,12 +382,16 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
         consecutive sub-steps, bitwise the same result); else 0.
     scale_atol : float
         ``atol`` of ``D = diag(|x_k| + atol)`` when ``norm_kind`` is ``NORM_SCALED``.
+    max_substeps : int
+        Bound on the total number of PBS sub-steps of the march, checked before an
+        interval is refined (a bound on work: ``n_factor h ||A||`` can be huge).
 
     Returns
     -------
     int
-        -1 on success; otherwise the index ``k`` of the first interval after which
-        ``S`` was not finite (the caller raises).
+        -1 on success; ``k >= 0``: the index of the first interval after which ``S``
+        was not finite; ``-2 - k``: refining interval ``k`` would exceed
+        ``max_substeps`` (the caller raises).
     """
     nx = X.shape[1]
     np_ = p.shape[0]
@@ -391,7 +411,7 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     ws = linalg.workspace(nx)
     return _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                        interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol)
+                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps)
 
 
 class _Compiled(types.WrapperAddressProtocol):
@@ -437,8 +457,16 @@ def bind(fns):
     jacs_into = _Compiled(fns.jacs_into, jacs_fn_sig)
     rhs_into = _Compiled(fns.rhs_into, vector_fn_sig)
 
-    def bound_march(*args):
-        return march(jacs_into, rhs_into, *args)
+    def bound_march(*args, max_substeps=MAX_SUBSTEPS):
+        status = march(jacs_into, rhs_into, *args, check_max_substeps(max_substeps))
+        if status <= -2:
+            k = -2 - status
+            t, n_int = args[0], args[18]
+            raise SolverError(f"method 'pbs' refinement: interval {k} [{t[k]:.6g}, {t[k + 1]:.6g}] needs "
+                              f"{int(n_int[k])} sub-steps, beyond the budget max_substeps={max_substeps} of "
+                              "PBS sub-steps per march (raise max_substeps, lower n_factor, or use "
+                              "method='pbsr' or 'exp', which switch to the exponential step on stiff intervals)")
+        return status
 
     def bound_plan(*args):
         plan(jacs_into, *args)

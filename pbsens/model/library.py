@@ -104,6 +104,11 @@ def random_linear_model(n, seed=0) -> Model:
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise PbsensError(f"'n' must be a positive integer, got {n!r}")
+    need = 4 * 8 * int(n) ** 2          # B, A, A's copy in the model, one n x n sensitivity
+    avail = _available_memory()
+    if need > avail:
+        raise PbsensError(f"'n' = {n} is too large: a random linear model of that size needs about "
+                          f"{need / 2**30:.3g} GiB of n x n matrices, and {avail / 2**30:.3g} GiB are available")
     from . import linear  # compiled functions load on first use, not at import
     A, p = linear.draw(int(n), seed)
     fns = CompiledFunctions.from_module(linear)
@@ -111,3 +116,18 @@ def random_linear_model(n, seed=0) -> Model:
               constants=A.ravel(), title=f"Random linear system, n = {n}, seed = {seed}",
               meta={"seed": seed, "A": A})
     return m
+
+
+def _available_memory() -> int:
+    """Bytes of memory available to allocate now (MemAvailable; physical memory if unknown)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2 ** 62

@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..errors import PbsensError
+from ..errors import ModelError, PbsensError
 
-__all__ = ["Model", "CompiledFunctions"]
+__all__ = ["Model", "CompiledFunctions", "check_model"]
 
 _FN_NAMES = ("rhs_into", "jac_x_into", "jac_p_into", "jacs_into", "x0_into", "dx0_dp_into",
              "out_into", "out_jac_x_into", "out_jac_p_into")
@@ -62,6 +62,10 @@ class Model:
         self._p = np.array(p, dtype=np.float64)
         self._user_fns = user_fns  # (rhs, jac_x, jac_p) dispatchers, or None: built on demand
         self._x0 = self.initial_state(self._p)
+        if not np.all(np.isfinite(self._x0)):
+            bad = [self.state_names[i] for i in np.flatnonzero(~np.isfinite(self._x0))]
+            raise ModelError(f"model {name!r}: the initial value of state(s) {', '.join(map(repr, bad))} is not "
+                             "finite at the default parameters")
         if self.events:
             self.discontinuities   # noqa: B018 - an event the solver cannot execute fails at load, not mid-solve
 
@@ -92,7 +96,22 @@ class Model:
     def _dispatchers(self):
         if self._user_fns is None:
             self._user_fns = _bind_allocating(self.fns, self.constants, self.n_states, self.n_params)
-        return self._user_fns
+        checked = self.__dict__.get("_checked_fns")
+        if checked is None:
+            checked = self.__dict__["_checked_fns"] = _bind_checked(self._user_fns, self.n_states,
+                                                                    self.n_params, self.name)
+        return checked
+
+    @property
+    def raw(self):
+        """The unchecked ``(rhs, jac_x, jac_p)`` dispatchers, for ``@njit`` code that has checked its arrays.
+
+        They index ``x`` and ``p`` without bounds checks: arrays of the wrong length
+        read past their end. :attr:`rhs`, :attr:`jac_x` and :attr:`jac_p` check the
+        lengths first (also inside ``@njit`` code) and raise :class:`PbsensError`.
+        """
+        self._dispatchers()
+        return tuple(self._user_fns)
 
     @property
     def rhs(self):
@@ -213,7 +232,18 @@ class Model:
                 + (f", {self.n_outputs} outputs" if self.n_outputs else "") + ">")
 
 
+def check_model(model, name="model") -> "Model":
+    """Raise :class:`PbsensError` unless ``model`` is a :class:`Model`."""
+    if not isinstance(model, Model):
+        hint = (f"; load it first: pbsens.load_model({model!r})" if isinstance(model, str) else "")
+        raise PbsensError(f"{name!r} must be a pbsens Model (from load_model or random_linear_model), "
+                          f"got {type(model).__name__}{hint}")
+    return model
+
+
 def _check_vector(v, n, name, why):
+    if np.iscomplexobj(v):
+        raise PbsensError(f"{name!r} must be real, got complex values")
     try:
         a = np.array(v, dtype=np.float64).reshape(-1) if np.ndim(v) <= 1 else None
     except (TypeError, ValueError):
@@ -255,5 +285,43 @@ def _bind_allocating(fns, c, nx, np_):
         jac_p_into(float(t), np.ascontiguousarray(np.asarray(x, dtype=np.float64)),
                    np.ascontiguousarray(np.asarray(p, dtype=np.float64)), c.copy(), out)
         return out
+
+    return rhs, jac_x, jac_p
+
+
+def _bind_checked(raw, nx, np_, name):
+    """``rhs``, ``jac_x``, ``jac_p`` dispatchers that check the lengths of ``x`` and ``p`` first.
+
+    The checks run inside the compiled function, so the dispatchers stay callable from
+    ``@njit`` code; the messages are compile-time constants (numba raises them as given).
+    """
+    from numba import njit
+
+    rhs_raw, jac_x_raw, jac_p_raw = raw
+    bad_x = PbsensError(f"'x' must be a 1-D array of length {nx} (model {name!r} has {nx} states)")
+    bad_p = PbsensError(f"'p' must be a 1-D array of length {np_} (model {name!r} has {np_} parameters)")
+    msg_x, msg_p = str(bad_x), str(bad_p)
+
+    @njit
+    def _check(x, p):
+        if x.ndim != 1 or x.shape[0] != nx:
+            raise PbsensError(msg_x)
+        if p.ndim != 1 or p.shape[0] != np_:
+            raise PbsensError(msg_p)
+
+    @njit
+    def rhs(t, x, p):
+        _check(x, p)
+        return rhs_raw(t, x, p)
+
+    @njit
+    def jac_x(t, x, p):
+        _check(x, p)
+        return jac_x_raw(t, x, p)
+
+    @njit
+    def jac_p(t, x, p):
+        _check(x, p)
+        return jac_p_raw(t, x, p)
 
     return rhs, jac_x, jac_p

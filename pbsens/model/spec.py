@@ -43,6 +43,7 @@ import copy
 import hashlib
 import json
 import keyword
+import unicodedata
 import math
 import os
 from dataclasses import dataclass, field
@@ -137,6 +138,10 @@ class ModelSpec:
         def claim(name, kind):
             if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
                 raise ModelError(f"{where}: {kind} name {name!r} is not a valid identifier")
+            if unicodedata.normalize("NFKC", name) != name:
+                raise ModelError(f"{where}: {kind} name {name!r} changes under Unicode NFKC normalisation "
+                                 f"(Python reads it as {unicodedata.normalize('NFKC', name)!r}); "
+                                 "use the plain form")
             if name in seen:
                 raise ModelError(f"{where}: name {name!r} is used twice (as {seen[name]} and as {kind})")
             seen[name] = kind
@@ -271,7 +276,7 @@ def read_json_model(path) -> ModelSpec:
     path = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = json.load(fh, object_pairs_hook=_no_duplicate_keys(path))
     except FileNotFoundError:
         raise ModelError(f"model file {path!r} does not exist") from None
     except json.JSONDecodeError as exc:
@@ -280,6 +285,19 @@ def read_json_model(path) -> ModelSpec:
 
 
 # ---------------------------------------------------------------- helpers
+def _no_duplicate_keys(path):
+    """A ``json`` object hook that rejects a key given twice (json keeps the last one silently)."""
+    def hook(pairs):
+        out = {}
+        for k, v in pairs:
+            if k in out:
+                raise ModelError(f"model file {path!r}: key {k!r} appears twice in one object "
+                                 f"(e.g. two right-hand sides for one state in 'odes')")
+            out[k] = v
+        return out
+    return hook
+
+
 def _finite_number(v) -> bool:
     return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(float(v))
 

@@ -9,6 +9,7 @@ eq. (2.3)) are exact symbolic derivatives.
 from __future__ import annotations
 
 import ast
+import unicodedata
 import io
 import tokenize
 from dataclasses import dataclass
@@ -26,21 +27,44 @@ def _log(x, base=None):
 
 
 def _piecewise(*args):
-    if len(args) < 1:
-        raise ValueError("piecewise needs at least one argument")
+    if len(args) % 2 == 0:
+        raise ValueError("piecewise needs an odd number of arguments (value, condition, ..., otherwise): "
+                         "the last, the value where no condition holds, is missing")
     pieces = []
     for i in range(0, len(args) - 1, 2):
+        if not _is_condition(args[i + 1]):
+            raise ValueError(f"argument {i + 2} of piecewise, {args[i + 1]}, must be a condition "
+                             "(a comparison such as t > 5)")
+        if _is_condition(args[i]):
+            raise ValueError(f"argument {i + 1} of piecewise, {args[i]}, must be a value, not a condition")
         pieces.append((args[i], args[i + 1]))
-    if len(args) % 2 == 1:
-        pieces.append((args[-1], True))
+    if _is_condition(args[-1]):
+        raise ValueError(f"the last argument of piecewise, {args[-1]}, must be a value, not a condition")
+    pieces.append((args[-1], True))
     return sp.Piecewise(*pieces)
+
+
+def _is_condition(e):
+    return isinstance(e, (sp.logic.boolalg.Boolean, sp.core.relational.Relational)) and not isinstance(e, sp.Expr)
+
+
+#: Largest integer power accepted in an expression (``x**n``; larger ones stall code generation).
+MAX_POWER = 1000
+#: Longest expression text accepted (characters).
+MAX_EXPRESSION_LENGTH = 100_000
+
+
+def _power(a, b):
+    if b.is_Number and abs(b) > MAX_POWER:
+        raise ValueError(f"the exponent {b} is beyond the largest power allowed, {MAX_POWER}")
+    return sp.Pow(a, b)
 
 
 #: Functions a model expression may call, and their sympy meaning.
 FUNCTIONS = {
     "exp": sp.exp, "log": _log, "ln": sp.log,
     "log10": lambda x: sp.log(x, 10), "log2": lambda x: sp.log(x, 2),
-    "sqrt": sp.sqrt, "pow": sp.Pow, "abs": sp.Abs,
+    "sqrt": sp.sqrt, "pow": _power, "abs": sp.Abs,
     "sin": sp.sin, "cos": sp.cos, "tan": sp.tan,
     "asin": sp.asin, "acos": sp.acos, "atan": sp.atan,
     "sinh": sp.sinh, "cosh": sp.cosh, "tanh": sp.tanh,
@@ -54,7 +78,7 @@ CONSTANTS = {"pi": sp.pi}
 _BINOPS = {
     ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
     ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
-    ast.Pow: lambda a, b: a ** b,
+    ast.Pow: _power,
 }
 
 
@@ -98,16 +122,40 @@ def parse_expression(text: str, symbols: dict, where: str = "expression") -> sp.
     ModelError
         Syntax errors, unknown names, unsupported operators or functions.
     """
+    if not isinstance(text, str):
+        raise ModelError(f"{where}: an expression must be a string, got {text!r}")
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise ModelError(f"{where}: the expression is {len(text)} characters long, beyond the limit of "
+                         f"{MAX_EXPRESSION_LENGTH} (starts {text[:40]!r})")
+    if unicodedata.normalize("NFKC", text) != text:
+        bad = sorted({ch for ch in text if unicodedata.normalize("NFKC", ch) != ch})
+        raise ModelError(f"{where}: {text!r} contains character(s) {', '.join(map(repr, bad))} that Python reads "
+                         "as different ones (Unicode NFKC normalisation); write the names in their plain form")
+    try:
+        return _parse(text, symbols, where)
+    except (RecursionError, MemoryError):
+        raise ModelError(f"{where}: the expression is too deeply nested or too large to parse "
+                         f"(starts {text[:40]!r})") from None
+
+
+def _parse(text, symbols, where):
     try:
         tree = ast.parse(_caret_to_power(text.strip()), mode="eval")
     except SyntaxError as exc:
-        raise ModelError(f"{where}: cannot parse {text!r}: {exc.msg}") from None
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise ModelError(f"{where}: cannot parse {shown!r}: {exc.msg}") from None
 
     def visit(node):
         if isinstance(node, ast.Expression):
             return visit(node.body)
         if isinstance(node, ast.Constant):
-            return _number(node.value)
+            if isinstance(node.value, bool):
+                raise ModelError(f"{where}: {node.value} is not a number in {text!r}; use a comparison "
+                                 "inside piecewise(value, condition, otherwise)")
+            try:
+                return _number(node.value)
+            except ModelError as exc:
+                raise ModelError(f"{where}: {exc} in {text!r}") from None
         if isinstance(node, ast.Name):
             if node.id in symbols:
                 return symbols[node.id]
@@ -115,10 +163,20 @@ def parse_expression(text: str, symbols: dict, where: str = "expression") -> sp.
                 return CONSTANTS[node.id]
             raise ModelError(f"{where}: unknown name {node.id!r} in {text!r}")
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](visit(node.left), visit(node.right))
+            a, b = visit(node.left), visit(node.right)
+            if _is_condition(a) or _is_condition(b):
+                raise ModelError(f"{where}: a condition (comparison or true/false) is used in arithmetic in "
+                                 f"{text!r}; use piecewise(value, condition, otherwise)")
+            try:
+                return _BINOPS[type(node.op)](a, b)
+            except (TypeError, ValueError) as exc:
+                raise ModelError(f"{where}: {text!r}: {exc}") from None
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
-                return -visit(node.operand)
+                v = visit(node.operand)
+                if _is_condition(v):
+                    raise ModelError(f"{where}: a condition is negated with '-' in {text!r}; use 'not'")
+                return -v
             if isinstance(node.op, ast.UAdd):
                 return visit(node.operand)
             if isinstance(node.op, ast.Not):
@@ -149,8 +207,12 @@ def parse_expression(text: str, symbols: dict, where: str = "expression") -> sp.
         raise ModelError(f"{where}: {type(node).__name__} is not allowed in {text!r}")
 
     expr = visit(tree)
-    if isinstance(expr, (sp.logic.boolalg.Boolean, sp.core.relational.Relational)) and not isinstance(expr, sp.Expr):
+    if _is_condition(expr):
         raise ModelError(f"{where}: {text!r} is a condition, not a numeric expression")
+    if expr.has(sp.zoo, sp.oo, -sp.oo, sp.nan):
+        raise ModelError(f"{where}: {text!r} is not finite (it simplifies to {expr})")
+    if expr.has(sp.I):
+        raise ModelError(f"{where}: {text!r} is complex (it simplifies to {expr}); a model must be real")
     return expr
 
 

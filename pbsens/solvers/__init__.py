@@ -60,17 +60,48 @@ import inspect
 import numbers
 
 from ..errors import PbsensError
+from ..model.model import check_model
 from ..threads import limit_blas_threads
 from . import rosenbrock
 from .scipy_steppers import STEPPERS, solve_scipy
 from .trajectory import Trajectory, check_t_eval, check_t_span, check_tolerance, check_tstops, merge_grid
 
-__all__ = ["solve_states", "Trajectory", "SOLVERS", "check_t_span", "check_t_eval", "check_tstops",
+__all__ = ["check_solver_options", "solve_states", "Trajectory", "SOLVERS", "check_t_span", "check_t_eval", "check_tstops",
            "merge_grid"]
 
 #: Method name -> state solver (the contract is in this module's docstring).
 SOLVERS = {name: functools.partial(solve_scipy, method=name) for name in STEPPERS}
 SOLVERS[rosenbrock.METHOD] = rosenbrock.solve_rosenbrock   # compiled Rodas5P
+
+
+def solver_option_names(method):
+    """The extra keyword options the state solver ``method`` understands (``max_step``, ...); None: any."""
+    if method in STEPPERS:
+        import scipy.integrate
+        fn = getattr(scipy.integrate, method).__init__
+        skip = {"self", "fun", "t0", "y0", "t_bound", "rtol", "atol", "jac"}
+    else:                            # the compiled Rodas5P or a solver plugged into SOLVERS
+        fn = SOLVERS[method]
+        skip = {"model", "t_span", "t_eval", "p", "x0", "rtol", "atol", "tstops", "dense_output", "max_nfev"}
+    try:
+        params = inspect.signature(getattr(fn, "__wrapped__", fn)).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(q.kind is inspect.Parameter.VAR_KEYWORD for q in params.values()) and method not in STEPPERS:
+        return None                  # a plugged solver that takes **options checks them itself
+    return sorted(k for k, q in params.items() if k not in skip and q.kind is not inspect.Parameter.VAR_KEYWORD
+                  and q.kind is not inspect.Parameter.VAR_POSITIONAL)
+
+
+def check_solver_options(method, options, name="solver_options"):
+    """Reject keyword options the solver ``method`` does not know (scipy would ignore them with a warning)."""
+    names = solver_option_names(method)
+    if names is None:
+        return
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise PbsensError(f"unknown solver option(s) {', '.join(map(repr, unknown))} for method {method!r}; "
+                          f"it accepts: {', '.join(solver_option_names(method)) or 'none'}")
 
 
 def _accepts(fn, name):
@@ -132,6 +163,7 @@ def solve_states(model, t_span, t_eval=None, p=None, x0=None, method="LSODA", rt
         Bad arguments (each message names the argument); :class:`SolverError`
         when the solver fails or produces non-finite states.
     """
+    check_model(model)
     t0, t1 = check_t_span(t_span)
     te = check_t_eval(t_eval, (t0, t1))
     stops = check_tstops(tstops, (t0, t1))
@@ -139,8 +171,9 @@ def solve_states(model, t_span, t_eval=None, p=None, x0=None, method="LSODA", rt
     x0 = model.initial_state(p) if x0 is None else model.check_x(x0, "x0")
     if not isinstance(method, str) or method not in SOLVERS:
         raise PbsensError(f"'method' must be one of {sorted(SOLVERS)}, got {method!r}")
-    check_tolerance(rtol, "rtol")
-    check_tolerance(atol, "atol")
+    check_tolerance(rtol, "rtol", model.n_states)
+    check_tolerance(atol, "atol", model.n_states)
+    check_solver_options(method, solver_options)
     if (isinstance(max_nfev, bool) or not isinstance(max_nfev, numbers.Real) or not max_nfev >= 1
             or max_nfev != int(min(max_nfev, 2**62))):
         raise PbsensError(f"'max_nfev' must be a positive integer, got {max_nfev!r}")

@@ -62,6 +62,8 @@ class Trajectory:
 
 def check_t_span(t_span):
     """Validate ``t_span = (t0, t1)``: two finite numbers, strictly increasing."""
+    if np.iscomplexobj(t_span) or isinstance(t_span, (str, bytes)):
+        raise PbsensError(f"'t_span' must be a pair of real numbers (t0, t1), got {t_span!r}")
     try:
         a = np.asarray(t_span, dtype=np.float64)
     except (TypeError, ValueError):
@@ -79,6 +81,10 @@ def check_t_eval(t_eval, t_span, name="t_eval"):
     """Validate output times: finite, strictly increasing, inside ``t_span``."""
     if t_eval is None:
         return None
+    if np.iscomplexobj(t_eval) or isinstance(t_eval, (str, bytes)):
+        raise PbsensError(f"{name!r} must be an array of times (real numbers), got {t_eval!r}")
+    if np.ndim(t_eval) > 1:
+        raise PbsensError(f"{name!r} must be one-dimensional, got shape {np.shape(t_eval)}")
     try:
         te = np.array(t_eval, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
@@ -128,12 +134,16 @@ def check_tstops(tstops, t_span):
     return ts if ts.size else None
 
 
-def check_tolerance(v, name):
-    """A positive finite tolerance (scalar or per state); returned unchanged."""
+def check_tolerance(v, name, n=None):
+    """A positive finite tolerance (scalar or, with ``n`` given, one per state); returned unchanged."""
+    if isinstance(v, (str, bytes)) or np.iscomplexobj(v):
+        raise PbsensError(f"{name!r} must be a positive number or array, got {v!r}")
     try:
         a = np.asarray(v, dtype=np.float64)
     except (TypeError, ValueError):
         raise PbsensError(f"{name!r} must be a positive number or array, got {v!r}") from None
     if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 0):
         raise PbsensError(f"{name!r} must be positive and finite, got {v!r}")
+    if n is not None and a.ndim > 0 and a.shape != (n,):
+        raise PbsensError(f"{name!r} must be a number or have one entry per state ({n}), got shape {a.shape}")
     return v
