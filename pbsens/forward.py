@@ -533,7 +533,8 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
         if key in solver_options:
             raise PbsensError(f"solver option {key!r} is set by forward_sensitivities and cannot be passed")
 
-    check_solver_options(method, {k: v for k, v in solver_options.items() if k not in ("jac_sparsity",)})
+    if method != _RODAS:   # the compiled path checks its own options (first_step, max_step, max_steps, tstops)
+        check_solver_options(method, {k: v for k, v in solver_options.items() if k not in ("jac_sparsity",)})
     jacobian = _check_jacobian(jacobian, method)
     z0 = np.empty(n_aug)
     z0[:nx] = x0
