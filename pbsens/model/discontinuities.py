@@ -152,22 +152,6 @@ def _import_file(path, modname):
 
 
 # ------------------------------------------------------------------ derivation (sympy)
-def _environment(spec):
-    """Symbols ``t``, ``x_i``, ``p_j`` and the name environment with definitions expanded."""
-    import sympy as sp
-
-    from .symbolic import parse_expression
-    t = sp.Symbol("t", real=True)
-    xs = [sp.Symbol(f"x_{i}", real=True) for i in range(len(spec.states))]
-    ps = [sp.Symbol(f"p_{j}", real=True) for j in range(len(spec.parameters))]
-    env = {spec.time: t}
-    env.update({s.name: xs[i] for i, s in enumerate(spec.states)})
-    env.update({q.name: ps[j] for j, q in enumerate(spec.parameters)})
-    for d in spec.definitions:
-        env[d.name] = parse_expression(d.expression, env, f"model {spec.name!r}: definition {d.name!r}")
-    return t, xs, ps, env
-
-
 def find_breakpoints(f, t, xs):
     """``(taus, texts, unresolved)`` for the sympy expressions ``f`` (see the module docstring)."""
     import sympy as sp
@@ -209,9 +193,8 @@ def generate_source(spec) -> str:
     import sympy as sp
 
     from .generate import _Printer
-    from .symbolic import parse_expression
-
-    t, xs, ps, env = _environment(spec)
+    from .symbolic import environment, parse_expression
+    t, xs, ps, env = environment(spec)
     model = f"model {spec.name!r}"
     f = [parse_expression(spec.odes[s], env, f"{model}: right-hand side of {s!r}") for s in spec.state_names]
     taus, texts, unresolved = find_breakpoints(f, t, xs)

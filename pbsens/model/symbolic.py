@@ -233,11 +233,11 @@ class SymbolicModel:
     dh_dp: sp.Matrix         # (ny, np)
 
 
-def expand_definitions(spec: ModelSpec):
-    """Parse everything; return (t, xs, ps, rhs list, output list, x0 list).
+def environment(spec: ModelSpec):
+    """Symbols ``t``, ``x_i``, ``p_j`` and the name environment, definitions expanded in order.
 
-    Each definition is parsed with the symbols known before it and replaced by its
-    (already expanded) expression, so later expressions see only ``t``, ``x``, ``p``.
+    Each definition is parsed with the symbols known before it, so every entry of the
+    environment is an expression of ``t``, ``x`` and ``p`` only.
     """
     t = sp.Symbol("t", real=True)
     xs = [sp.Symbol(f"x_{i}", real=True) for i in range(len(spec.states))]
@@ -245,9 +245,19 @@ def expand_definitions(spec: ModelSpec):
     env = {spec.time: t}
     env.update({s.name: xs[i] for i, s in enumerate(spec.states)})
     env.update({q.name: ps[j] for j, q in enumerate(spec.parameters)})
-    model = f"model {spec.name!r}"
     for d in spec.definitions:
-        env[d.name] = parse_expression(d.expression, env, f"{model}: definition {d.name!r}")
+        env[d.name] = parse_expression(d.expression, env, f"model {spec.name!r}: definition {d.name!r}")
+    return t, xs, ps, env
+
+
+def expand_definitions(spec: ModelSpec):
+    """Parse everything; return (t, xs, ps, rhs list, output list, x0 list).
+
+    Each definition is parsed with the symbols known before it and replaced by its
+    (already expanded) expression, so later expressions see only ``t``, ``x``, ``p``.
+    """
+    t, xs, ps, env = environment(spec)
+    model = f"model {spec.name!r}"
     rhs = [parse_expression(spec.odes[s], env, f"{model}: right-hand side of {s!r}") for s in spec.state_names]
     outs = [parse_expression(o.expression, env, f"{model}: output {o.name!r}") for o in spec.outputs]
     penv = {q.name: ps[j] for j, q in enumerate(spec.parameters)}
