@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ..errors import PbsensError, SolverError
-from ..solvers import check_t_eval
+from ..solvers import check_t_eval, check_time
 from .fisher import broadcast_sigma, weighted_gram
 from .observables import n_observables, observable_names, output_sensitivities
 
@@ -116,12 +116,7 @@ class GaussianLikelihood:
             raise PbsensError(f"'method' must be one of {', '.join(LIKELIHOOD_METHODS)}, got {method!r}")
         self.method = method
         self.log = bool(log)
-        try:
-            t0 = float(t0)
-        except (TypeError, ValueError):
-            raise PbsensError(f"'t0' must be a number, got {t0!r}") from None
-        if not math.isfinite(t0):
-            raise PbsensError(f"'t0' must be finite, got {t0!r}")
+        t0 = check_time(t0, "t0")
         self.t0 = t0
         try:
             t_arr = np.array(t, dtype=np.float64).reshape(-1)

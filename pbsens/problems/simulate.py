@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PbsensError, SolverError
+from ..solvers.trajectory import check_time
 from .steady_state import steady_state
 
 __all__ = ["simulate", "Simulation", "SENSITIVITY_OPTIONS"]
@@ -242,12 +243,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         The model has an event this function cannot execute (state-triggered).
     """
     t_start = time.perf_counter()
-    try:
-        t0 = float(t0)
-    except (TypeError, ValueError):
-        raise PbsensError(f"'t0' must be a number, got {t0!r}") from None
-    if not np.isfinite(t0):
-        raise PbsensError(f"'t0' must be finite, got {t0!r}")
+    t0 = check_time(t0, "t0")
     te = _check_t_eval(t_eval, t0)
     p = model.check_p(p)
     nx, np_ = model.n_states, model.n_params

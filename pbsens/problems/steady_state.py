@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PbsensError, SolverError
+from ..solvers.trajectory import check_time
 
 __all__ = ["steady_state", "conservation_laws"]
 
@@ -189,12 +190,7 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
     for name, v in (("rtol", rtol), ("atol", atol), ("max_time", max_time)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not np.isfinite(v) or v <= 0:
             raise PbsensError(f"{name!r} must be a positive finite number, got {v!r}")
-    try:
-        t = float(t)
-    except (TypeError, ValueError):
-        raise PbsensError(f"'t' must be a number, got {t!r}") from None
-    if not np.isfinite(t):
-        raise PbsensError(f"'t' must be finite, got {t!r}")
+    t = check_time(t, "t")
 
     used, t_ss, converged = strategy, t, False
     if strategy == "newton":

@@ -64,10 +64,10 @@ from ..model.model import check_model
 from ..threads import limit_blas_threads
 from . import rosenbrock
 from .scipy_steppers import STEPPERS, solve_scipy
-from .trajectory import Trajectory, check_t_eval, check_t_span, check_tolerance, check_tstops, merge_grid
+from .trajectory import Trajectory, check_t_eval, check_t_span, check_time, check_tolerance, check_tstops, merge_grid
 
 __all__ = ["check_solver_options", "solve_states", "Trajectory", "SOLVERS", "check_t_span", "check_t_eval", "check_tstops",
-           "merge_grid"]
+           "check_time", "merge_grid"]
 
 #: Method name -> state solver (the contract is in this module's docstring).
 SOLVERS = {name: functools.partial(solve_scipy, method=name) for name in STEPPERS}

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import PbsensError
 
-__all__ = ["Trajectory", "check_t_span", "check_t_eval", "check_tstops", "check_tolerance", "merge_grid"]
+__all__ = ["Trajectory", "check_time", "check_t_span", "check_t_eval", "check_tstops", "check_tolerance", "merge_grid"]
 
 
 @dataclass
@@ -58,6 +58,17 @@ class Trajectory:
 
     def __len__(self):
         return len(self.t)
+
+
+def check_time(t, name):
+    """A single time (``t0``, ``t``, ...): a finite number, returned as a float."""
+    try:
+        t = float(t)
+    except (TypeError, ValueError):
+        raise PbsensError(f"{name!r} must be a number, got {t!r}") from None
+    if not np.isfinite(t):
+        raise PbsensError(f"{name!r} must be finite, got {t!r}")
+    return t
 
 
 def check_t_span(t_span):
