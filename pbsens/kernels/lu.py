@@ -35,6 +35,38 @@ __all__ = ["lu_factor", "lu_solve_vec", "lu_solve_mat"]
 i8 = types.int64
 
 
+@njit(inline="always")
+def _pivot_row(M, k):
+    """The partial pivot of step ``k``: the row of the first entry of largest
+    magnitude in column ``k``, rows ``k..n-1`` (BLAS ``idamax``)."""
+    r = k
+    best = abs(M[k, k])
+    for i in range(k + 1, M.shape[0]):
+        a = abs(M[i, k])
+        if a > best:
+            best = a
+            r = i
+    return r
+
+
+@njit(inline="always")
+def _swap_rows(M, a, b, start):
+    """Exchange rows ``a`` and ``b`` of ``M`` from column ``start`` on."""
+    for j in range(start, M.shape[1]):
+        tmp = M[a, j]
+        M[a, j] = M[b, j]
+        M[b, j] = tmp
+
+
+@njit(inline="always")
+def _interchange_rows(piv, B):
+    """``B <- P B``: the row interchanges recorded by :func:`lu_factor`, in order."""
+    for k in range(piv.shape[0]):
+        r = piv[k]
+        if r != k:
+            _swap_rows(B, k, r, 0)
+
+
 @njit(i8(mat, ivec), cache=True, _nrt=False, error_model="numpy")
 def lu_factor(M, piv):
     """Factorise the square matrix ``M`` in place: ``P M = L U``.
@@ -60,20 +92,10 @@ def lu_factor(M, piv):
         raise ValueError("lu_factor: M must be square and piv of length n")
     info = 0
     for k in range(n):
-        # pivot: first entry of largest magnitude in column k, rows k..n-1
-        r = k
-        best = abs(M[k, k])
-        for i in range(k + 1, n):
-            a = abs(M[i, k])
-            if a > best:
-                best = a
-                r = i
+        r = _pivot_row(M, k)
         piv[k] = r
         if r != k:
-            for j in range(n):
-                tmp = M[k, j]
-                M[k, j] = M[r, j]
-                M[r, j] = tmp
+            _swap_rows(M, k, r, 0)
         d = M[k, k]
         if d == 0.0:
             if info == 0:
@@ -102,12 +124,7 @@ def lu_solve_vec(LU, piv, b):
     n = LU.shape[0]
     if b.shape[0] != n:
         raise ValueError("lu_solve_vec: b must have length n")
-    for k in range(n):
-        r = piv[k]
-        if r != k:
-            tmp = b[k]
-            b[k] = b[r]
-            b[r] = tmp
+    _interchange_rows(piv, b.reshape((n, 1)))   # b <- P b (a view, no copy)
     # L y = P b (unit diagonal), row by row
     for i in range(1, n):
         s = b[i]
@@ -136,13 +153,7 @@ def lu_solve_mat(LU, piv, B):
     m = B.shape[1]
     if B.shape[0] != n:
         raise ValueError("lu_solve_mat: B must have n rows")
-    for k in range(n):
-        r = piv[k]
-        if r != k:
-            for j in range(m):
-                tmp = B[k, j]
-                B[k, j] = B[r, j]
-                B[r, j] = tmp
+    _interchange_rows(piv, B)
     for i in range(1, n):
         for k in range(i):
             lik = LU[i, k]
@@ -176,22 +187,10 @@ def solve_inplace(Q, X):
     n = Q.shape[0]
     k = X.shape[1]
     for c in range(n):
-        p = c
-        big = abs(Q[c, c])
-        for i in range(c + 1, n):
-            v = abs(Q[i, c])
-            if v > big:
-                big = v
-                p = i
+        p = _pivot_row(Q, c)
         if p != c:
-            for j in range(c, n):
-                t = Q[c, j]
-                Q[c, j] = Q[p, j]
-                Q[p, j] = t
-            for j in range(k):
-                t = X[c, j]
-                X[c, j] = X[p, j]
-                X[p, j] = t
+            _swap_rows(Q, c, p, c)      # columns left of c are zero below the diagonal
+            _swap_rows(X, c, p, 0)
         inv = 1.0 / Q[c, c]
         for i in range(c + 1, n):
             l = Q[i, c] * inv
