@@ -42,6 +42,19 @@ _U = 2.0 ** -53  # unit roundoff of IEEE double precision
 # Norms and products
 # --------------------------------------------------------------------------
 
+@njit(inline="always")
+def _max_abs_row_sum(A):
+    """``max_i sum_j |A[i, j]|``; NaN propagates."""
+    best = 0.0
+    for i in range(A.shape[0]):
+        s = 0.0
+        for j in range(A.shape[1]):
+            s += abs(A[i, j])
+        if s > best or s != s:
+            best = s
+    return best
+
+
 @njit(f8(mat, i8), cache=True, _nrt=False)
 def matrix_norm(A, kind):
     """Matrix norm of a (possibly rectangular) matrix.
@@ -61,23 +74,9 @@ def matrix_norm(A, kind):
     """
     n, m = A.shape
     if kind == NORM_1:
-        best = 0.0
-        for j in range(m):
-            s = 0.0
-            for i in range(n):
-                s += abs(A[i, j])
-            if s > best or s != s:
-                best = s
-        return best
+        return _max_abs_row_sum(A.T)     # the column sums of A (a view, no copy)
     elif kind == NORM_INF:
-        best = 0.0
-        for i in range(n):
-            s = 0.0
-            for j in range(m):
-                s += abs(A[i, j])
-            if s > best or s != s:
-                best = s
-        return best
+        return _max_abs_row_sum(A)
     elif kind == NORM_FRO:
         big = 0.0
         for i in range(n):
