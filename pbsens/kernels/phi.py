@@ -237,6 +237,40 @@ def _phi_prepare(A, h, ws, per_doubling):
     return m, q, s
 
 
+@njit(inline="always")
+def _taylor_of_scaled_into(A, h, out, ws, blocks, c):
+    """The start shared by the phi kernels, whose output ``out`` is ``n x (blocks n)``
+    (``[E | F]``: 2, ``[E | F1 | F2]``: 3): check the shapes, scale ``Z = (h/2^s) A``
+    into ``ws[0]`` (see :func:`_phi_prepare`) and form the Taylor sum
+    ``sum_k c[k] Z^k`` in ``ws[4]``.
+
+    Returns ``s``, or -1 when the kernel is done: ``n = 0``, or non-finite
+    input (``out`` is then filled with NaN).
+    """
+    n = A.shape[0]
+    if A.shape[1] != n or out.shape[0] != n or out.shape[1] != blocks * n:
+        if blocks == 2:
+            raise ValueError("exp_phi1_into: A must be n x n and EF n x 2n")
+        raise ValueError("exp_phi12_into: A must be n x n and EFF n x 3n")
+    _check_ws(ws, n)
+    if n == 0:
+        return -1
+    m, q, s = _phi_prepare(A, h, ws, blocks)
+    if m < 0:
+        _fill(out, np.nan)
+        return -1
+    _paterson_stockmeyer_into(ws, q, c, m, ws[4], ws[5], ws[6])
+    return s
+
+
+@njit(inline="always")
+def _identity_plus_product_into(Z, P, out):
+    """``out = I + Z P``."""
+    gemm_into(Z, P, out, 1.0, 0.0)
+    for i in range(out.shape[0]):
+        out[i, i] += 1.0
+
+
 @njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
 def exp_phi1_into(A, h, EF, ws):
     """``EF = [E | F]`` with ``E = exp(hA)``, ``F = integral_0^h exp(sA) ds = h phi1(hA)``.
@@ -275,22 +309,12 @@ def exp_phi1_into(A, h, EF, ws):
     ``n x n`` by ``n x 2n``. Non-finite input gives an all-NaN output.
     """
     n = A.shape[0]
-    if A.shape[1] != n or EF.shape[0] != n or EF.shape[1] != 2 * n:
-        raise ValueError("exp_phi1_into: A must be n x n and EF n x 2n")
-    _check_ws(ws, n)
-    if n == 0:
+    s = _taylor_of_scaled_into(A, h, EF, ws, 2, _C_PHI1)
+    if s < 0:
         return
-    m, q, s = _phi_prepare(A, h, ws, 2)
-    if m < 0:
-        _fill(EF, np.nan)
-        return
-    Z = ws[0]
-    P = ws[4]
-    _paterson_stockmeyer_into(ws, q, _C_PHI1, m, P, ws[5], ws[6])  # P = phi1(Z)
+    P = ws[4]                            # phi1(Z)
     E = EF[:, :n]
-    gemm_into(Z, P, E, 1.0, 0.0)
-    for i in range(n):
-        E[i, i] += 1.0                   # E = I + Z phi1(Z) = exp(Z)
+    _identity_plus_product_into(ws[0], P, E)      # E = I + Z phi1(Z) = exp(Z)
     _set_cols_scaled(EF, n, P, h * 2.0 ** (-s))   # F = t phi1(Z), t = h/2^s
     cur = EF
     nxt = ws[5:7].reshape((n, 2 * n))   # P, ws[5], ws[6] are free from here on
@@ -336,26 +360,15 @@ def exp_phi12_into(A, h, EFF, ws):
     ``n x 3n``. Non-finite input gives an all-NaN output.
     """
     n = A.shape[0]
-    if A.shape[1] != n or EFF.shape[0] != n or EFF.shape[1] != 3 * n:
-        raise ValueError("exp_phi12_into: A must be n x n and EFF n x 3n")
-    _check_ws(ws, n)
-    if n == 0:
-        return
-    m, q, s = _phi_prepare(A, h, ws, 3)
-    if m < 0:
-        _fill(EFF, np.nan)
+    s = _taylor_of_scaled_into(A, h, EFF, ws, 3, _C_PHI2)
+    if s < 0:
         return
     Z = ws[0]
-    P = ws[4]
-    _paterson_stockmeyer_into(ws, q, _C_PHI2, m, P, ws[5], ws[6])  # P = phi2(Z)
+    P = ws[4]                            # phi2(Z)
     Q = ws[5]
-    gemm_into(Z, P, Q, 1.0, 0.0)
-    for i in range(n):
-        Q[i, i] += 1.0                   # Q = phi1(Z) = I + Z phi2(Z)
+    _identity_plus_product_into(Z, P, Q)   # Q = phi1(Z) = I + Z phi2(Z)
     E = EFF[:, :n]
-    gemm_into(Z, Q, E, 1.0, 0.0)
-    for i in range(n):
-        E[i, i] += 1.0                   # E = exp(Z) = I + Z phi1(Z)
+    _identity_plus_product_into(Z, Q, E)   # E = exp(Z) = I + Z phi1(Z)
     t = h * 2.0 ** (-s)
     _set_cols_scaled(EFF, n, Q, t)       # F1 = t phi1(Z)
     _set_cols_scaled(EFF, 2 * n, P, t * t)   # F2 = t^2 phi2(Z)
