@@ -99,6 +99,19 @@ def _ell(v, norm_a, m2p1, coef):
     return int(math.ceil(val))
 
 
+@njit(types.UniTuple(i8, 2)(mat, f8, i8, i8, vec, vec), cache=True, _nrt=False)
+def _degree_if_no_squaring(A, norm_a, j, spun, v, w):
+    """Try the Pade degree ``m = 3, 5, 7, 9`` (``j = 0..3``) whose ``theta_m`` the
+    norm bounds passed: ``(m, spun)`` if ``ell(A, m)`` asks for no extra squaring,
+    else ``(0, spun)``; ``spun`` and ``v``, ``w`` as for :func:`_spin`, which is
+    advanced to ``2m + 1`` first."""
+    m2p1 = 4 * j + 7
+    spun = _spin(A, 1.0, spun, m2p1, v, w)
+    if _ell(v, norm_a, m2p1, _ELL_COEF[j]) == 0:
+        return 2 * j + 3, spun
+    return 0, spun
+
+
 @njit(types.void(mat, mat, mat, mat, mat, f8, f8, f8, f8, f8), cache=True, _nrt=False)
 def _lincomb4(dst, A2, A4, A6, A8, c2, c4, c6, c8, c0):
     # dst = c8 A8 + c6 A6 + c4 A4 + c2 A2 + c0 I (terms with zero coefficient
@@ -115,6 +128,23 @@ def _lincomb4(dst, A2, A4, A6, A8, c2, c4, c6, c8, c0):
                 v += c8 * A8[i, j]
             dst[i, j] = v
         dst[i, i] += c0
+
+
+@njit(types.void(mat, mat, mat, i8, mat, mat), cache=True, _nrt=False)
+def _pade13_sum(A2, A4, A6, k, tmp, out):
+    """The degree-13 Pade sums with the coefficients ``b = _B13`` of parity ``k``:
+    ``out = A6 (b[k+12] A6 + b[k+10] A4 + b[k+8] A2) + b[k+6] A6 + b[k+4] A4 + b[k+2] A2 + b[k] I``.
+
+    ``k = 1``: ``U = A out``; ``k = 0``: ``out = V``. ``tmp`` is overwritten.
+    """
+    b = _B13
+    _lincomb4(tmp, A2, A4, A6, A2, b[k + 8], b[k + 10], b[k + 12], 0.0, 0.0)
+    matmul_into(A6, tmp, out)
+    n = out.shape[0]
+    for i in range(n):
+        for j in range(n):
+            out[i, j] += b[k + 6] * A6[i, j] + b[k + 4] * A4[i, j] + b[k + 2] * A2[i, j]
+        out[i, i] += b[k]
 
 
 @njit(types.void(mat, mat, mat), cache=True, _nrt=False)
@@ -201,9 +231,7 @@ def expm_into(A, out, ws):
     eta = max(d4, d6)
     m = 0
     if eta <= _THETA3:
-        spun = _spin(A, 1.0, spun, 7, v, w)
-        if _ell(v, norm_a, 7, _ELL_COEF[0]) == 0:
-            m = 3
+        m, spun = _degree_if_no_squaring(A, norm_a, 0, spun, v, w)
     if m == 0:
         matmul_into(A2, A2, A4)
         n4 = _norm1(A4)
@@ -211,9 +239,7 @@ def expm_into(A, out, ws):
         d6 = min(math.sqrt(n2), (n4 * n2) ** (1.0 / 6.0))
         eta = max(d4, d6)
         if eta <= _THETA5:
-            spun = _spin(A, 1.0, spun, 11, v, w)
-            if _ell(v, norm_a, 11, _ELL_COEF[1]) == 0:
-                m = 5
+            m, spun = _degree_if_no_squaring(A, norm_a, 1, spun, v, w)
     if m == 0:
         matmul_into(A4, A2, A6)
         n6 = _norm1(A6)
@@ -221,13 +247,9 @@ def expm_into(A, out, ws):
         d8 = min(d4, (n6 * n2) ** 0.125)  # ||A^8|| <= ||A^4||^2, ||A^6|| ||A^2||
         eta3 = max(d6, d8)
         if eta3 <= _THETA7:
-            spun = _spin(A, 1.0, spun, 15, v, w)
-            if _ell(v, norm_a, 15, _ELL_COEF[2]) == 0:
-                m = 7
+            m, spun = _degree_if_no_squaring(A, norm_a, 2, spun, v, w)
         if m == 0 and eta3 <= _THETA9:
-            spun = _spin(A, 1.0, spun, 19, v, w)
-            if _ell(v, norm_a, 19, _ELL_COEF[3]) == 0:
-                m = 9
+            m, spun = _degree_if_no_squaring(A, norm_a, 3, spun, v, w)
 
     s = 0
     if m == 0:
@@ -286,22 +308,9 @@ def expm_into(A, out, ws):
         _scale(A2, sc * sc)
         _scale(A4, sc ** 4)
         _scale(A6, sc ** 6)
-    b = _B13
-    # U = A [A6 (b13 A6 + b11 A4 + b9 A2) + b7 A6 + b5 A4 + b3 A2 + b1 I]
-    _lincomb4(A8, A2, A4, A6, A2, b[9], b[11], b[13], 0.0, 0.0)
-    matmul_into(A6, A8, T5)
-    for i in range(n):
-        for j in range(n):
-            T5[i, j] += b[7] * A6[i, j] + b[5] * A4[i, j] + b[3] * A2[i, j]
-        T5[i, i] += b[1]
+    _pade13_sum(A2, A4, A6, 1, A8, T5)
     matmul_into(As, T5, A8)  # U in A8
-    # V = A6 (b12 A6 + b10 A4 + b8 A2) + b6 A6 + b4 A4 + b2 A2 + b0 I
-    _lincomb4(T5, A2, A4, A6, A2, b[8], b[10], b[12], 0.0, 0.0)
-    matmul_into(A6, T5, T6)
-    for i in range(n):
-        for j in range(n):
-            T6[i, j] += b[6] * A6[i, j] + b[4] * A4[i, j] + b[2] * A2[i, j]
-        T6[i, i] += b[0]
+    _pade13_sum(A2, A4, A6, 0, T5, T6)  # V in T6
     _pade_finish(A8, T6, out)
     _lu_solve_inplace(T6, out)
     # Squaring phase, ping-pong between out and T5.
