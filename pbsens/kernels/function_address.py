@@ -38,37 +38,22 @@ def _build(fntype, context, builder, args):
     return sfunc._getvalue()
 
 
-@intrinsic
-def vector_fn_at(typingctx, c_addr, jit_addr):
-    """The ``vector_fn`` (``rhs_into``-like) function at the given addresses (from :func:`addresses`)."""
-    if not (isinstance(c_addr, types.Integer) and isinstance(jit_addr, types.Integer)):
-        return None
+def _fn_at(fntype, type_name, like):
+    """The intrinsic ``<type_name>_at(c_addr, jit_addr)`` that rebuilds a ``fntype`` function value."""
+    def fn_at(typingctx, c_addr, jit_addr):
+        if not (isinstance(c_addr, types.Integer) and isinstance(jit_addr, types.Integer)):
+            return None
 
-    def codegen(context, builder, signature, args):
-        return _build(vector_fn, context, builder, args)
+        def codegen(context, builder, signature, args):
+            return _build(fntype, context, builder, args)
 
-    return vector_fn(c_addr, jit_addr), codegen
+        return fntype(c_addr, jit_addr), codegen
 
-
-@intrinsic
-def matrix_fn_at(typingctx, c_addr, jit_addr):
-    """The ``matrix_fn`` (``jac_x_into``-like) function at the given addresses (from :func:`addresses`)."""
-    if not (isinstance(c_addr, types.Integer) and isinstance(jit_addr, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return _build(matrix_fn, context, builder, args)
-
-    return matrix_fn(c_addr, jit_addr), codegen
+    fn_at.__name__ = fn_at.__qualname__ = f"{type_name}_at"
+    fn_at.__doc__ = f"The ``{type_name}`` (``{like}``-like) function at the given addresses (from :func:`addresses`)."
+    return intrinsic(fn_at)
 
 
-@intrinsic
-def jacs_fn_at(typingctx, c_addr, jit_addr):
-    """The ``jacs_fn`` (``jacs_into``-like) function at the given addresses (from :func:`addresses`)."""
-    if not (isinstance(c_addr, types.Integer) and isinstance(jit_addr, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return _build(jacs_fn, context, builder, args)
-
-    return jacs_fn(c_addr, jit_addr), codegen
+vector_fn_at = _fn_at(vector_fn, "vector_fn", "rhs_into")
+matrix_fn_at = _fn_at(matrix_fn, "matrix_fn", "jac_x_into")
+jacs_fn_at = _fn_at(jacs_fn, "jacs_fn", "jacs_into")
