@@ -262,31 +262,22 @@ def _bind_allocating(fns, c, nx, np_):
     """Allocating ``rhs``, ``jac_x``, ``jac_p`` dispatchers closing over ``fns`` and ``c``."""
     from numba import njit
 
-    rhs_into, jac_x_into, jac_p_into = fns.rhs_into, fns.jac_x_into, fns.jac_p_into
     c = c.copy()
 
     @njit
-    def rhs(t, x, p):
-        out = np.empty(nx)
-        rhs_into(float(t), np.ascontiguousarray(np.asarray(x, dtype=np.float64)),
-                 np.ascontiguousarray(np.asarray(p, dtype=np.float64)), c.copy(), out)
-        return out
+    def as_f64(a):
+        return np.ascontiguousarray(np.asarray(a, dtype=np.float64))
 
-    @njit
-    def jac_x(t, x, p):
-        out = np.empty((nx, nx))
-        jac_x_into(float(t), np.ascontiguousarray(np.asarray(x, dtype=np.float64)),
-                   np.ascontiguousarray(np.asarray(p, dtype=np.float64)), c.copy(), out)
-        return out
+    def allocating(fn_into, shape):
+        @njit
+        def fn(t, x, p):
+            out = np.empty(shape)
+            fn_into(float(t), as_f64(x), as_f64(p), c.copy(), out)
+            return out
+        return fn
 
-    @njit
-    def jac_p(t, x, p):
-        out = np.empty((nx, np_))
-        jac_p_into(float(t), np.ascontiguousarray(np.asarray(x, dtype=np.float64)),
-                   np.ascontiguousarray(np.asarray(p, dtype=np.float64)), c.copy(), out)
-        return out
-
-    return rhs, jac_x, jac_p
+    return (allocating(fns.rhs_into, (nx,)), allocating(fns.jac_x_into, (nx, nx)),
+            allocating(fns.jac_p_into, (nx, np_)))
 
 
 def _bind_checked(raw, nx, np_, name):
