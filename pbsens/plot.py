@@ -7,6 +7,12 @@ Every function returns the :class:`matplotlib.figure.Figure` it drew on. Pass
 ``kappa_bar`` over time with the intervals shaded where PBSR used the
 exponential step (Figures 4-5), and ``E_k`` per step with markers on the
 exponential steps (Figures 2-3).
+
+The time-series figures (:func:`plot_kappa_bar`, :func:`plot_relative_error`)
+share these keyword arguments: ``ax`` (matplotlib Axes, optional), ``path``
+(str or path-like, optional), ``figsize`` ((float, float) inches), ``dpi``
+(float), ``logx`` (bool: logarithmic time axis; output times <= 0 are left
+out) and ``title`` (str, optional: replaces the default title).
 """
 from __future__ import annotations
 
@@ -87,6 +93,17 @@ def _time_series_axes(r, values, name, ax, figsize, dpi, logx):
     t = np.asarray(r.t)
     keep = t > 0 if logx else np.ones(t.size, dtype=bool)
     return series, ax, t, keep
+
+
+def _log_time_axes(ax, logx, ylabel, title):
+    """Log-scale values over time (log time too with ``logx``), labels, grid and title."""
+    ax.set_yscale("log")
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel("t")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, which="both")
+    ax.set_title(title, fontsize=10)
 
 
 def branch_at_times(r):
@@ -265,15 +282,10 @@ def plot_kappa_bar(r, kb, *, ax=None, path=None, figsize=(7.0, 4.0), dpi=100, sh
         ``kappa_bar`` at ``r.t`` (from :func:`pbsens.kappa_bar`); a dict draws
         several methods (e.g. ``{"PBSR": kb1, "Exp": kb2, "FS": kb3}``), all at ``r.t``.
         Values <= 0 (e.g. at ``t0``) cannot be shown on the log axis and are gaps.
-    ax : matplotlib Axes, optional
-    path : str or path-like, optional
-    figsize : (float, float)
-    dpi : float
     shade : bool
         Shade the exponential branches of ``r`` (default True).
-    logx : bool
-        Logarithmic time axis (output times <= 0 are left out).
-    title : str, optional
+    ax, path, figsize, dpi, logx, title
+        As for every time-series figure (see the module docstring).
 
     Returns
     -------
@@ -287,14 +299,9 @@ def plot_kappa_bar(r, kb, *, ax=None, path=None, figsize=(7.0, 4.0), dpi=100, sh
         handles.append(h)
     if shade:
         handles += _shade(ax, r, logx=logx)
-    ax.set_yscale("log")
-    if logx:
-        ax.set_xscale("log")
-    ax.set_xlabel("t")
-    ax.set_ylabel(r"$\bar\kappa(t)$")
-    ax.grid(alpha=0.3, which="both")
+    _log_time_axes(ax, logx, r"$\bar\kappa(t)$",
+                   title if title is not None else f"{r.model_name or 'model'}: perturbation error")
     ax.legend(handles=handles, fontsize=8, loc="best")
-    ax.set_title(title if title is not None else f"{r.model_name or 'model'}: perturbation error", fontsize=10)
     return _finish(fig, path)
 
 
@@ -317,15 +324,10 @@ def plot_relative_error(r, E, *, ax=None, path=None, figsize=(7.0, 4.0), dpi=100
     E : array_like (K,) or dict of str -> array_like (K,)
         ``E_k`` from :func:`pbsens.relative_error`; a dict draws several methods,
         all at ``r.t``; markers go on the first entry. Values <= 0 are gaps.
-    ax : matplotlib Axes, optional
-    path : str or path-like, optional
-    figsize : (float, float)
-    dpi : float
     markers : bool
         Mark the exponential steps (default True).
-    logx : bool
-        Logarithmic time axis (output times <= 0 are left out).
-    title : str, optional
+    ax, path, figsize, dpi, logx, title
+        As for every time-series figure (see the module docstring).
 
     Returns
     -------
@@ -346,13 +348,7 @@ def plot_relative_error(r, E, *, ax=None, path=None, figsize=(7.0, 4.0), dpi=100
             if np.any(sel):
                 ax.plot(t[sel], v[sel], ls="none", marker="o", ms=3.5, mfc="none",
                         color=BRANCH_COLORS[kind], label=f"{_label(r)}: {_BRANCH_LABELS[kind]}")
-    ax.set_yscale("log")
-    if logx:
-        ax.set_xscale("log")
-    ax.set_xlabel("t")
-    ax.set_ylabel(r"$E_k$")
-    ax.grid(alpha=0.3, which="both")
+    _log_time_axes(ax, logx, r"$E_k$",
+                   title if title is not None else f"{r.model_name or 'model'}: relative error against FS")
     ax.legend(fontsize=8, loc="best")
-    ax.set_title(title if title is not None else f"{r.model_name or 'model'}: relative error against FS",
-                 fontsize=10)
     return _finish(fig, path)
