@@ -194,8 +194,14 @@ class _Table:
         return cells[c[0]].strip(), c[1]
 
 
-def _read_table(path):
-    """Parse one file into a _Table (kind None when it is not a model table)."""
+def read_sbtab_rows(path):
+    """``(attrs, rows)`` of one SBtab TSV file (model tables here, the estimation
+    tables of :mod:`pbsens.problems.sbtab_problem`).
+
+    ``attrs``: the ``key='value'`` pairs of the ``!!`` declaration row (keys in
+    lower case), None without one; ``rows``: the other rows as ``(line number,
+    stripped cells)``, blank rows and comment rows (``%``, ``#``) left out.
+    """
     try:
         with open(path, encoding="utf-8-sig", newline="") as fh:
             raw = list(csv.reader(fh, delimiter="\t"))
@@ -203,18 +209,23 @@ def _read_table(path):
         raise ModelError(f"cannot read SBtab table {path!r}: {exc}") from None
     lines = [(i + 1, [c.strip() for c in row]) for i, row in enumerate(raw)]
     lines = [(n, r) for n, r in lines if any(r) and not r[0].startswith(("%", "#"))]
+    if lines and lines[0][1][0].startswith("!!"):
+        pairs = re.findall(r"(\w+)\s*=\s*['\"]([^'\"]*)['\"]", " ".join(lines[0][1]))
+        return {k.lower(): v for k, v in pairs}, lines[1:]
+    return None, lines
+
+
+def _read_table(path):
+    """Parse one file into a _Table (kind None when it is not a model table)."""
+    attrs, lines = read_sbtab_rows(path)
     stem = os.path.splitext(os.path.basename(path))[0].strip().lower()
     kind = None
-    standard = False
-    if lines and lines[0][1][0].startswith("!!"):
-        attrs = dict(re.findall(r"(\w+)\s*=\s*['\"]([^'\"]*)['\"]", " ".join(lines[0][1])))
-        attrs = {k.lower(): v for k, v in attrs.items()}
+    standard = attrs is not None
+    if standard:
         for key in ("tablename", "tabletype"):
             kind = _KIND_OF.get(attrs.get(key, "").strip().lower())
             if kind:
                 break
-        lines = lines[1:]
-        standard = True
     if kind is None:
         kind = _KIND_OF.get(stem)
     if kind is None:

@@ -34,7 +34,6 @@ The conversion
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import os
@@ -43,7 +42,8 @@ import tempfile
 
 import numpy as np
 
-from ..errors import ModelError, PbsensError
+from ..errors import PbsensError
+from ..model.sbtab import read_sbtab_rows
 from .petab import PetabError
 
 __all__ = ["load_sbtab", "sbtab_to_petab", "is_sbtab_folder"]
@@ -68,17 +68,8 @@ def is_sbtab_folder(path) -> bool:
 
 def _read(path):
     """``(attrs, header, rows)`` of one TSV table; rows are ``(line, cells)``."""
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            raw = list(csv.reader(fh, delimiter="\t"))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ModelError(f"cannot read SBtab table {path!r}: {exc}") from None
-    lines = [(i + 1, [c.strip() for c in r]) for i, r in enumerate(raw)]
-    lines = [(n, r) for n, r in lines if any(r) and not r[0].startswith(("%", "#"))]
-    attrs = {}
-    if lines and lines[0][1][0].startswith("!!"):
-        attrs = {k.lower(): v for k, v in re.findall(r"(\w+)\s*=\s*['\"]([^'\"]*)['\"]", " ".join(lines[0][1]))}
-        lines = lines[1:]
+    attrs, lines = read_sbtab_rows(path)
+    attrs = attrs or {}
     if not lines:
         return attrs, [], []
     return attrs, lines[0][1], lines[1:]
