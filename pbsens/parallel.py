@@ -428,6 +428,29 @@ def _short(item):
     return repr(item)[:200]
 
 
+def _rows(values, name, dim):
+    """``values`` as an ``(n, dim)`` float array, one task a row."""
+    try:
+        a = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise PbsensError(f"{name!r} must be an (n, {dim}) array of numbers") from None
+    if a.ndim != 2 or a.shape[1] != dim:
+        raise PbsensError(f"{name!r} must have shape (n, {dim}), got {a.shape}")
+    return a
+
+
+def _map_here(fn, rows, errors, what):
+    """``fn(row)`` for each row in this process; a failure becomes a :class:`TaskFailure`
+    (then handled by ``errors``, as for the results of :func:`map_tasks`)."""
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(fn(row))
+        except PbsensError as exc:
+            out.append(TaskFailure(i, row, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    return _finish(out, errors, what)
+
+
 def _check_errors(errors):
     if errors not in ("raise", "keep"):
         raise PbsensError(f"'errors' must be 'raise' or 'keep', got {errors!r}")
@@ -478,24 +501,12 @@ def evaluate_many(problem, thetas, *, client=None, n_workers=None, chunk_size=No
         In input order; ``simulations`` is ``None`` (call ``evaluate`` for the table).
     """
     _check_errors(errors)
-    try:
-        th = np.array(thetas, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise PbsensError(f"'thetas' must be an (n, {problem.dim}) array of numbers") from None
-    if th.ndim != 2 or th.shape[1] != problem.dim:
-        raise PbsensError(f"'thetas' must have shape (n, {problem.dim}), got {th.shape}")
+    th = _rows(thetas, "thetas", problem.dim)
     if not np.all(np.isfinite(th)):
         raise PbsensError(f"'thetas' contains NaN or inf in rows "
                           f"{np.flatnonzero(~np.all(np.isfinite(th), axis=1)).tolist()[:10]}")
-    if client is None and n_workers == 1:
-        # in this process: no reload needed
-        out = []
-        for i, t in enumerate(th):
-            try:
-                out.append(problem.evaluate(t, **options))
-            except PbsensError as exc:
-                out.append(TaskFailure(i, t, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        return _finish(out, errors, "evaluations")
+    if client is None and n_workers == 1:   # in this process: no reload needed
+        return _map_here(lambda t: problem.evaluate(t, **options), th, errors, "evaluations")
     res = map_tasks(_evaluate_item, (problem_recipe(problem), options), list(th), client=client,
                     n_workers=n_workers, chunk_size=chunk_size)
     return _finish(res, errors, "evaluations")
@@ -537,21 +548,10 @@ def sensitivities_many(model, ps, *, client=None, n_workers=None, chunk_size=Non
                           "give t_span")
     if kwargs.get("t_span") is None:
         raise PbsensError("'t_span' is required by sensitivities_many")
-    try:
-        P = np.array(ps, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise PbsensError(f"'ps' must be an (n, {model.n_params}) array of numbers") from None
-    if P.ndim != 2 or P.shape[1] != model.n_params:
-        raise PbsensError(f"'ps' must have shape (n, {model.n_params}), got {P.shape}")
+    P = _rows(ps, "ps", model.n_params)
     if client is None and n_workers == 1:
         from .sensitivities import sensitivities
-        out = []
-        for i, p in enumerate(P):
-            try:
-                out.append(sensitivities(model, p=p, **kwargs))
-            except PbsensError as exc:
-                out.append(TaskFailure(i, p, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        return _finish(out, errors, "sensitivity solves")
+        return _map_here(lambda p: sensitivities(model, p=p, **kwargs), P, errors, "sensitivity solves")
     res = map_tasks(_sensitivities_item, (model_recipe(model), kwargs), list(P), client=client,
                     n_workers=n_workers, chunk_size=chunk_size)
     return _finish(res, errors, "sensitivity solves")
