@@ -263,6 +263,13 @@ def add_model_and_span(sp):
                     help="set a parameter (repeatable)")
 
 
+def add_command(subparsers, name, help, description, epilog):
+    """The parser of subcommand ``name``: ``description`` filled to 78 columns,
+    ``epilog`` (the examples) printed with its own line breaks."""
+    return subparsers.add_parser(name, help=help, description=wrap(description), epilog=epilog,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def wrap(text):
     """A help text filled to 78 columns."""
     import textwrap

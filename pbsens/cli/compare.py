@@ -1,16 +1,15 @@
 """``pbsens compare``: PBSR vs Exp vs FS on one model, accuracy and time (:func:`compare_methods`)."""
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import numpy as np
 
 from . import common
-from .common import (PLOT_EXT, SOLVERS, TABLE_EXT, add_model_and_span, branch_summary, check_distinct,
+from .common import (PLOT_EXT, SOLVERS, TABLE_EXT, add_command, add_model_and_span, branch_summary, check_distinct,
                      check_path, fmt_time, forward_function, metric_functions, nonneg_int, params_arg,
-                     pos_int, positive_float, say, show_progress, t_eval_arg, t_span_arg, wrap)
+                     pos_int, positive_float, say, show_progress, t_eval_arg, t_span_arg)
 
 
 def _median(a):
@@ -209,14 +208,13 @@ def _compare_figure(c, path):
 
 def add_parser(subparsers):
     """The ``compare`` subcommand and its options."""
-    sp = subparsers.add_parser(
-        "compare", help="PBSR vs Exp vs FS on one model: accuracy and time",
-        description=wrap("Compare PBSR, Exp and forward sensitivities (FS) on one model. Accuracy: the relative "
+    sp = add_command(
+        subparsers, "compare", help="PBSR vs Exp vs FS on one model: accuracy and time",
+        description="Compare PBSR, Exp and forward sensitivities (FS) on one model. Accuracy: the relative "
                     "error E_k against FS at tight tolerances (median and max over the output times) and "
                     "the perturbation error kappa_bar (median over time, --samples perturbations). Time: "
-                    "median over --repeats runs after a warm-up; PBSR and Exp include the state solve."),
-        epilog="example:\n  pbsens compare Chua --t-end 10 --samples 20 --out table.csv --plot compare.png",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+                    "median over --repeats runs after a warm-up; PBSR and Exp include the state solve.",
+        epilog="example:\n  pbsens compare Chua --t-end 10 --samples 20 --out table.csv --plot compare.png")
     add_model_and_span(sp)
     sp.add_argument("--solver", default="LSODA", choices=SOLVERS,
                     help="state solver of PBSR and Exp (default LSODA)")

@@ -1,14 +1,13 @@
 """``pbsens run``: sensitivities of one model (:func:`compute_run`), summary, data file, plot."""
 from __future__ import annotations
 
-import argparse
 import time
 
 from ..errors import PbsensError
 from . import common
-from .common import (DATA_EXT, PLOT_EXT, SOLVERS, add_model_and_span, branch_summary, check_distinct,
+from .common import (DATA_EXT, PLOT_EXT, SOLVERS, add_command, add_model_and_span, branch_summary, check_distinct,
                      check_path, fmt_time, forward_function, params_arg, pos_int, positive_float, say,
-                     t_eval_arg, t_span_arg, wrap, write_result)
+                     t_eval_arg, t_span_arg, write_result)
 
 #: Methods of ``pbsens run``: the post-hoc ones of :func:`pbsens.sensitivities` and ``fs``.
 RUN_METHODS = ("pbsr", "exp", "pbs", "exp2", "pbsr2", "fs")
@@ -123,16 +122,15 @@ def run(args):
 
 def add_parser(subparsers):
     """The ``run`` subcommand and its options."""
-    sp = subparsers.add_parser(
-        "run", help="compute sensitivities of one model and write them",
-        description=wrap("Compute the sensitivities S[k, i, j] = dx_i(t_k)/dp_j of a model: solve the states, "
+    sp = add_command(
+        subparsers, "run", help="compute sensitivities of one model and write them",
+        description="Compute the sensitivities S[k, i, j] = dx_i(t_k)/dp_j of a model: solve the states, "
                     "then march the sensitivity equation post hoc (pbsr, exp, pbs, exp2, pbsr2), or solve "
                     "states and sensitivities together (fs). Prints the grid size, the PBSR branches taken "
-                    "and the timings; writes the result with state and parameter names."),
+                    "and the timings; writes the result with state and parameter names.",
         epilog="examples:\n  pbsens run Chua --t-end 10 --out S.csv\n"
                "  pbsens run PKA --t-end 600 --t-eval 0:600:61 --method exp --out S.npz --plot S.png\n"
-               "  pbsens run model.json --t-span 0 5 --param k1=0.3 --method fs",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+               "  pbsens run model.json --t-span 0 5 --param k1=0.3 --method fs")
     add_model_and_span(sp)
     sp.add_argument("--method", default="pbsr", choices=RUN_METHODS,
                     help="pbsr (Algorithm 2, default), exp (Algorithm 3), pbs (no switch), exp2/pbsr2 "
