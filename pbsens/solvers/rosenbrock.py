@@ -159,15 +159,11 @@ def solve_rosenbrock(model, t_span, t_eval=None, p=None, x0=None, rtol=1e-5, ato
 
     Parameters
     ----------
-    model : Model
-    t_span : (float, float)
-        Integration interval, increasing.
+    model, t_span, p, x0
+        As for :func:`pbsens.solvers.solve_states`.
     t_eval : array_like, optional
         Output times inside ``t_span``; merged into the grid exactly, states
         there from the dense output (they are not stops: steps cross them).
-    p, x0 : array_like, optional
-        Parameters and initial state (defaults: the model's; ``x0`` defaults to
-        ``x0(p)``).
     rtol, atol : float or array_like (n_states,)
         Relative and absolute tolerances, scalar or one per state: the local
         error estimate of each step, scaled by ``atol_i + rtol_i max(|x_i|,
