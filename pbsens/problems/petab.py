@@ -61,14 +61,20 @@ def _petab():
     return petab_v1
 
 
-def _where(files, table, row=None, column=None):
-    name = files.get(table) or f"the {table} table"
-    s = f"{table} file {name!r}"
+def table_place(table, row=None, column=None):
+    """Where an error is, for its message: ``table``, then ``row`` (text) and the column where given."""
+    s = table
     if row is not None:
-        s += f", row {row + 1} (line {row + 2})"
+        s += f", {row}"
     if column is not None:
         s += f", column {column!r}"
     return s
+
+
+def _where(files, table, row=None, column=None):
+    name = files.get(table) or f"the {table} table"
+    return table_place(f"{table} file {name!r}", None if row is None else f"row {row + 1} (line {row + 2})",
+                       column)
 
 
 # ---------------------------------------------------------------- reading

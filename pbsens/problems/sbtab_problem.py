@@ -44,7 +44,7 @@ import numpy as np
 
 from ..errors import PbsensError
 from ..model.sbtab import read_sbtab_rows
-from .petab import PetabError
+from .petab import PetabError, table_place
 
 __all__ = ["load_sbtab", "sbtab_to_petab", "is_sbtab_folder"]
 
@@ -76,12 +76,7 @@ def _read(path):
 
 
 def _where(path, line=None, column=None):
-    s = f"SBtab table {os.path.basename(path)!r}"
-    if line is not None:
-        s += f", line {line}"
-    if column is not None:
-        s += f", column {column!r}"
-    return s
+    return table_place(f"SBtab table {os.path.basename(path)!r}", None if line is None else f"line {line}", column)
 
 
 def _col(header, *names):
