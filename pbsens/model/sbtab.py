@@ -246,14 +246,20 @@ def _read_table(path):
     return table
 
 
-def _number(text, table, line, column):
+def number_cell(text, error):
+    """The finite number in an SBtab cell; else raise ``error(why)`` (an exception
+    for the message ``why``, which quotes ``text``)."""
     try:
         v = float(text)
     except ValueError:
-        raise table.error(line, column, f"{text!r} is not a number") from None
+        raise error(f"{text!r} is not a number") from None
     if not math.isfinite(v):
-        raise table.error(line, column, f"{text!r} is not a finite number")
+        raise error(f"{text!r} is not a finite number")
     return v
+
+
+def _number(text, table, line, column):
+    return number_cell(text, lambda why: table.error(line, column, why))
 
 
 def _scaled(value, scale_text, table, line, column):

@@ -43,7 +43,7 @@ import tempfile
 import numpy as np
 
 from ..errors import PbsensError
-from ..model.sbtab import read_sbtab_rows
+from ..model.sbtab import number_cell, read_sbtab_rows
 from .petab import PetabError, table_place
 
 __all__ = ["load_sbtab", "sbtab_to_petab", "is_sbtab_folder"]
@@ -88,13 +88,7 @@ def _col(header, *names):
 
 
 def _float(text, path, line, column):
-    try:
-        v = float(text)
-    except ValueError:
-        raise PetabError(f"{_where(path, line, column)}: {text!r} is not a number") from None
-    if not math.isfinite(v):
-        raise PetabError(f"{_where(path, line, column)}: {text!r} is not a finite number")
-    return v
+    return number_cell(text, lambda why: PetabError(f"{_where(path, line, column)}: {why}"))
 
 
 def _parameters(folder, tables):
