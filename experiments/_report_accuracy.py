@@ -54,11 +54,9 @@ def error_section(rep, name, d, title, model):
                 f"takes long steps there and PBSR uses the exponential step on all of them, whose error is first "
                 f"order in h with the Jacobian frozen at the left end; the exponential-midpoint variants stay at "
                 f"{g(E['exp2']['final'] if 'exp2' in E else None)}.")
-    rep.add("", "")
-    rep.png(f"{name}.png", title)
-    rep.summary.append([title, "PBSR 1-2 orders more accurate than Exp where PBS ran",
-                        f"Exp/PBSR median E_k on PBS intervals {times(r_pbs)} (all points {times(ratio['median_ratio_all'])})",
-                        verdict(ok)])
+    rep.figure_and_summary(name, title, "PBSR 1-2 orders more accurate than Exp where PBS ran",
+                           f"Exp/PBSR median E_k on PBS intervals {times(r_pbs)} (all points "
+                           f"{times(ratio['median_ratio_all'])})", verdict(ok))
 
 
 def kappa_section(rep, name, d, title, model):
@@ -105,11 +103,8 @@ def kappa_section(rep, name, d, title, model):
                     f"error, and near equilibrium the state solver's steps are long (the Jacobians still drift)."
                     f"{extra} Our FS (scipy BDF with error control on the sensitivities) may also be more "
                     f"accurate than the paper's CVODES run, whose sensitivity error control we do not know.")
-    rep.add("", "")
-    rep.png(f"{name}.png", title)
-    rep.summary.append([title, "after the transient PBSR, Exp, FS have similar kappa_bar",
-                        "late medians: " + ", ".join(f"{LABELS[m]} {g(late[m])}" for m in base),
-                        verdict(ok)])
+    rep.figure_and_summary(name, title, "after the transient PBSR, Exp, FS have similar kappa_bar",
+                           "late medians: " + ", ".join(f"{LABELS[m]} {g(late[m])}" for m in base), verdict(ok))
 
 
 

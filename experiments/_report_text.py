@@ -82,6 +82,13 @@ class Report:
             rel = os.path.relpath(f, self.path.parent).replace(os.sep, "/")
             self.add(f"![{caption}]({rel})", "")
 
+    def figure_and_summary(self, name, title, claim, ours, verdict_text):
+        """End a section: a blank line, its figure ``name.png`` and its row of the
+        summary table (title, the paper's claim, our numbers, the verdict)."""
+        self.add("", "")
+        self.png(f"{name}.png", title)
+        self.summary.append([title, claim, ours, verdict_text])
+
     def missing(self, name, title):
         self.add(f"## {title}", "", f"Not run: no `{name}.json` in `{self.dir}`.", "")
         self.summary.append([title, "-", "not run", "-"])
