@@ -13,14 +13,15 @@ with one of scipy's methods through pbsens's stepping loop
 
 Implementation notes
 --------------------
-* The augmented right-hand side is one ``@njit(cache=True)`` kernel
-  (:func:`_fs_rhs_kernel`) that receives the model's ``rhs_into`` and
-  ``jacs_into`` as first-class function arguments, so it is compiled once per
-  machine, not once per model. Calling such a kernel from Python with
-  dispatcher arguments is slow (the dispatchers are unboxed on every call), so
-  each model gets a small, non-cached ``@njit`` closure that calls the kernel
-  with the model's functions bound as closure variables; it is built once per
-  process and memoised on the model object (:func:`_bound_functions`).
+* The augmented right-hand side and the first block column of its Jacobian
+  are :func:`pbsens.kernels.augmented.system_rhs` and ``system_jac``, the
+  ``@njit(cache=True)`` kernels the compiled Rodas5P path steps with; they take
+  the model's ``rhs_into``/``jacs_into`` as first-class function arguments, so
+  they are compiled once per machine, not once per model. Calling such a kernel
+  from Python with dispatcher arguments is slow (the dispatchers are unboxed on
+  every call), so each model gets small, non-cached ``@njit`` closures with the
+  model's functions bound as closure variables, built once per process and
+  memoised on the model object (:func:`_bound_stepping`, :func:`_bound_functions`).
 * The implicit methods never see the dense ``nx (ns+1)`` square Jacobian
   (1260 x 1260 for CaMKII): BDF and Radau get the block lower-triangular
   Jacobian as a CSC matrix and factorise their Newton matrices with SuperLU.
@@ -454,7 +455,7 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
     iteration: the residual uses the exact right-hand side, so any of the
     forms below converges to the same solution, at different cost.
 
-    * ``"sparse"``: the Jacobian as a CSC matrix (pattern built once): scipy's
+    * ``"sparse"``: the Jacobian as a CSC matrix (nonzeros only): scipy's
       BDF and Radau factorise ``I - gamma J`` with SuperLU. This is the form
       public scipy accepts that never forms the dense ``nx (ns+1)`` square.
     * ``"structured"`` (default for BDF, Radau): an alias of ``"sparse"``,
@@ -462,11 +463,19 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
       through one ``nx x nx`` LU and block forward substitution, by replacing
       private members of scipy's solver classes; pbsens now uses public scipy
       only (a block solve will come back with pbsens's own compiled solver,
-      through :data:`_AUGMENTED_SOLVERS`). The price, measured with BDF at
-      rtol 1e-5, atol 1e-6, 201 output times (CPU medians of 7 runs): PKA
-      27 ms -> 70 ms, CaMKII 60 ms -> 195 ms; SuperLU's factorisation of the
-      1260 x 1260 Newton matrix of CaMKII takes ~2 ms (no fill: the time is
-      SuperLU's own overhead, the column ordering does not change it).
+      through :data:`_AUGMENTED_SOLVERS`). The price, BDF at rtol 1e-5,
+      atol 1e-6 on [0, 600] (Table 2's setting; CPU medians of 21 runs,
+      interleaved, same process): PKA 29 ms with the old block solve -> 72 ms,
+      CaMKII 75 ms -> 259 ms. The same 35/45 LUs and 336/458 Newton solves
+      are done either way (same steps, same results to 2e-11 of max |S|);
+      the difference is SuperLU: ~2 ms CPU to factorise the 1260 x 1260
+      CaMKII Newton matrix and ~90 us per solve (``python
+      benchmarks/bench_forward.py --fs-only --fs-methods BDF --linalg``),
+      against microseconds for one ``nx x nx`` LU. Neither the order of the
+      unknowns (SuperLU's COLAMD ordering makes it irrelevant; with ``x``
+      last the matrix is block upper triangular, and factorises no faster)
+      nor the dense form (LAPACK; twice as slow on PKA's 396 unknowns) help,
+      and public scipy offers no way to hand BDF another linear solver.
       With ``method="rodas5p"`` it is the block form: ``W = I/(h gamma) - A``
       is factorised once per step (``nx x nx``) and each stage solves
       ``W k_0 = r_0``, ``W k_j = r_j + C_j k_0``; the square is never formed.
