@@ -14,7 +14,14 @@ the CPU time is the steadier number).
 
     python benchmarks/bench_forward.py [--repeats 10] [--fs-methods BDF rodas5p]
                                        [--jacobians structured sparse] [--rtols 1e-5 1e-8]
-                                       [--fs-only] [--profile]
+                                       [--fs-only] [--profile] [--linalg]
+
+``--linalg`` estimates what scipy's sparse linear algebra costs inside FS BDF/structured: the median
+time of SuperLU's factorisation of the Newton matrix ``I - c J`` (the Jacobian at the middle output
+time, ``c`` one average step) and of one solve with it, times the solve's ``nlu`` and its Newton
+iterations (``nfev - 2``), next to the FS median. Since pbsens uses public scipy only, BDF and Radau
+factorise the ``nx (ns+1)`` square with SuperLU (``scipy.sparse.linalg.splu``); this is the part a
+block solve (one ``nx x nx`` LU, as ``method="rodas5p"`` does) would remove.
 """
 import argparse
 import cProfile
@@ -60,6 +67,7 @@ def main():
     ap.add_argument("--jacobians", nargs="+", default=["structured"],
                     help="FS Jacobian forms (structured, sparse, block-diagonal, dense, none)")
     ap.add_argument("--profile", action="store_true", help="cProfile one FS run per model")
+    ap.add_argument("--linalg", action="store_true", help="estimate SuperLU's share of FS BDF (see above)")
     args = ap.parse_args()
     repeats = max(5, args.repeats)
     have_posthoc = hasattr(pbsens, "sensitivities") and not args.fs_only
@@ -112,6 +120,8 @@ def run(args, repeats, have_posthoc, rtol, atol):
             text = ", ".join(f"/ ({lbl}) = {fs[0] / v[0]:.2f} wall, {fs[1] / v[1]:.2f} CPU" for lbl, v in ratios)
             if text:
                 print(f"  {key} {text}")
+        if args.linalg and "FS BDF/structured" in rows:
+            linalg_share(m, ts, rtol, atol, rows["FS BDF/structured"], repeats)
         if args.profile:
             pr = cProfile.Profile()
             fs_method, jac = args.fs_methods[0], args.jacobians[0]
@@ -121,6 +131,32 @@ def run(args, repeats, have_posthoc, rtol, atol):
             out = io.StringIO()
             pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(12)
             print("\n".join(out.getvalue().splitlines()[:30]))
+
+
+def linalg_share(m, ts, rtol, atol, fs_row, repeats):
+    """Print SuperLU factorisation/solve medians on the FS Newton matrix and their estimated share of FS BDF."""
+    from scipy.sparse import identity
+    from scipy.sparse.linalg import splu
+
+    from pbsens import forward as fwd
+    r = forward_sensitivities(m, (ts[0], ts[-1]), t_eval=ts, method="BDF", rtol=rtol, atol=atol)
+    st = r.options["stats"]
+    nx, ns = m.n_states, m.n_params
+    idx = np.arange(ns, dtype=np.int64)
+    k = ts.size // 2
+    z = np.concatenate([r.x[k], r.S[k].T.ravel()])
+    fun, column = fwd._scipy_system(m, m.p, idx)
+    J = fwd._scipy_jacobian("structured", column, nx, ns)(ts[k], z)
+    M = identity(J.shape[0], format="csc") - ((ts[-1] - ts[0]) / st["n_steps"]) * J
+    lu = splu(M)
+    b = fun(ts[k], z)
+    t_lu = medians(lambda: splu(M), repeats)
+    t_solve = medians(lambda: lu.solve(b), 5 * repeats)
+    n_solve = st["nfev"] - 2
+    est = (st["nlu"] * t_lu[1] + n_solve * t_solve[1])
+    print(f"  SuperLU on the {J.shape[0]}-square Newton matrix (nnz {M.nnz}, L+U {lu.L.nnz + lu.U.nnz}): "
+          f"factorise {1e3 * t_lu[1]:.2f} ms CPU, solve {1e6 * t_solve[1]:.0f} us CPU; "
+          f"x {st['nlu']} LUs + {n_solve} solves = {1e3 * est:.1f} ms = {est / fs_row[1]:.0%} of FS BDF CPU")
 
 
 if __name__ == "__main__":

@@ -13,14 +13,15 @@ with one of scipy's methods through pbsens's stepping loop
 
 Implementation notes
 --------------------
-* The augmented right-hand side is one ``@njit(cache=True)`` kernel
-  (:func:`_fs_rhs_kernel`) that receives the model's ``rhs_into`` and
-  ``jacs_into`` as first-class function arguments, so it is compiled once per
-  machine, not once per model. Calling such a kernel from Python with
-  dispatcher arguments is slow (the dispatchers are unboxed on every call), so
-  each model gets a small, non-cached ``@njit`` closure that calls the kernel
-  with the model's functions bound as closure variables; it is built once per
-  process and memoised on the model object (:func:`_bound_functions`).
+* The augmented right-hand side and the first block column of its Jacobian
+  are :func:`pbsens.kernels.augmented.system_rhs` and ``system_jac``, the
+  ``@njit(cache=True)`` kernels the compiled Rodas5P path steps with; they take
+  the model's ``rhs_into``/``jacs_into`` as first-class function arguments, so
+  they are compiled once per machine, not once per model. Calling such a kernel
+  from Python with dispatcher arguments is slow (the dispatchers are unboxed on
+  every call), so each model gets small, non-cached ``@njit`` closures with the
+  model's functions bound as closure variables, built once per process and
+  memoised on the model object (:func:`_bound_stepping`, :func:`_bound_functions`).
 * The implicit methods never see the dense ``nx (ns+1)`` square Jacobian
   (1260 x 1260 for CaMKII): BDF and Radau get the block lower-triangular
   Jacobian as a CSC matrix and factorise their Newton matrices with SuperLU.
@@ -41,8 +42,10 @@ from numba import njit, types
 from scipy.sparse import csc_matrix, identity, kron
 
 from .errors import PbsensError, SolverError
-from .kernels.signatures import f8, ivec, jacs_fn, mat, tens, vec, vector_fn
+from .kernels.augmented import system_jac, system_rhs
+from .kernels.signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
 from .result import SensitivityResult
+from .sensitivity_params import select_params
 from .model.model import check_model
 from .solvers import check_solver_options, check_t_eval, check_t_span, merge_grid
 from .solvers.scipy_steppers import StepGuard, integrate
@@ -60,155 +63,180 @@ _JACOBIANS = {"structured": ("BDF", "Radau", _RODAS), "block-diagonal": ("BDF", 
               "sparse": ("BDF", "Radau"), "dense": ("BDF", "Radau", "LSODA"), "none": _SCIPY_METHODS}
 _DEFAULT_JACOBIAN = {"BDF": "structured", "Radau": "structured", "LSODA": "none", _RODAS: "structured"}
 _RODAS_OPTIONS = ("first_step", "max_step", "max_steps", "tstops")
+_ivec32 = types.Array(types.int32, 1, "C")
 
 # --------------------------------------------------------------------------- kernels
+#
+# The right-hand side and the first block column of the Jacobian of the
+# augmented system are :func:`pbsens.kernels.augmented.system_rhs` and
+# ``system_jac``, the kernels the compiled Rodas5P path steps with; below is
+# what scipy's implicit methods need on top: the CSC form of the Jacobian.
 
 
-@njit(types.void(f8, vec, vec, vec, ivec, vector_fn, jacs_fn, vec), cache=True)
-def _fs_rhs_kernel(t, z, p, c, idx, rhs_into, jacs_into, out):
-    """Right-hand side of the augmented system: ``out = (f, A S + B[:, idx])`` (2.3).
+@njit(types.int64(mat, vec, _ivec32, _ivec32), cache=True)
+def _fill_csc(J, data, indices, indptr):
+    """CSC form of the augmented Jacobian from its first block column ``J``, nonzeros only; returns nnz.
 
-    ``z = (x, S[:, 0], ..., S[:, ns-1])`` with ``ns = idx.size``; ``idx`` holds the
-    model parameter indices of the sensitivity columns.
+    ``J = (A; C_0; ...; C_{ns-1})`` ((ns+1) nx, nx). Column ``k`` of the ``x``
+    block is ``J[:, k]`` (every block row); column ``k`` of block ``S_j`` is
+    ``A[:, k]`` in the rows of block ``j + 1``. Exact zeros are left out: the
+    methods form ``I - c J`` with sparse arithmetic, which drops them anyway,
+    so the Newton matrix is the same, formed from half as many entries.
+    ``data``/``indices`` need room for ``nx n + ns nx^2`` entries (:func:`_csc_work`).
     """
-    ns = idx.shape[0]
-    nx = z.shape[0] // (ns + 1)
-    x = np.empty(nx)
-    for i in range(nx):
-        x[i] = z[i]
-    f = np.empty(nx)
-    A = np.empty((nx, nx))
-    B = np.empty((nx, p.shape[0]))
-    rhs_into(t, x, p, c, f)
-    jacs_into(t, x, p, c, A, B)
-    AT = A.T.copy()  # column k of A contiguous: the updates below are axpys (SIMD)
-    for i in range(nx):
-        out[i] = f[i]
+    n, nx = J.shape
+    ns = n // nx - 1
+    pos = 0
+    indptr[0] = 0
+    for k in range(nx):
+        for r in range(n):
+            v = J[r, k]
+            if v != 0.0:
+                data[pos] = v
+                indices[pos] = r
+                pos += 1
+        indptr[k + 1] = pos
+    col = nx
     for j in range(ns):
         off = nx * (j + 1)
-        col = idx[j]
-        for i in range(nx):
-            out[off + i] = B[i, col]
         for k in range(nx):
-            zk = z[off + k]
-            if zk != 0.0:
-                for i in range(nx):
-                    out[off + i] += zk * AT[k, i]
-
-
-@njit(types.void(f8, vec, vec, vec, ivec, jacs_fn, mat, tens), cache=True)
-def _fs_jac_kernel(t, z, p, c, idx, jacs_into, A, C):
-    """Blocks of the augmented Jacobian: ``A = df/dx`` and the couplings ``C[j]``.
-
-    The Jacobian of the augmented system is block lower triangular with
-    ``ns + 1`` block rows and columns of size ``nx``::
-
-        [ A                ]
-        [ C_0  A           ]      C_j = d(A S_j + B[:, idx_j]) / dx
-        [ C_1      A       ]
-        [ ...          ... ]
-
-    ``A`` is exact (symbolic). The coupling blocks ``C_j`` need second
-    derivatives of ``f``; they are forward differences of the analytic
-    Jacobians in each state direction (one ``jacs_into`` call per state). They
-    only steer the Newton iteration, never the solution.
-    """
-    ns = idx.shape[0]
-    nx = A.shape[0]
-    npar = p.shape[0]
-    x = np.empty(nx)
-    for i in range(nx):
-        x[i] = z[i]
-    B = np.empty((nx, npar))
-    Ak = np.empty((nx, nx))
-    Bk = np.empty((nx, npar))
-    jacs_into(t, x, p, c, A, B)
-    xmax = 0.0
-    for i in range(nx):
-        xmax = max(xmax, abs(x[i]))
-    sqrt_eps = 1.4901161193847656e-08
-    for k in range(nx):
-        xk = x[k]
-        h = sqrt_eps * max(abs(xk), 1e-3 * xmax, 1e-12)
-        x[k] = xk + h
-        h = x[k] - xk  # the step actually taken
-        jacs_into(t, x, p, c, Ak, Bk)
-        x[k] = xk
-        inv_h = 1.0 / h
-        for j in range(ns):
-            off = nx * (j + 1)
-            col = idx[j]
             for i in range(nx):
-                s = Bk[i, col] - B[i, col]
-                for q in range(nx):
-                    s += (Ak[i, q] - A[i, q]) * z[off + q]
-                C[j, i, k] = s * inv_h
+                v = J[i, k]
+                if v != 0.0:
+                    data[pos] = v
+                    indices[pos] = off + i
+                    pos += 1
+            col += 1
+            indptr[col] = pos
+    return pos
 
 
-def _jac_pattern(nx, ns):
-    """CSC ``indices``/``indptr`` of the augmented Jacobian (data from :func:`_csc_data`)."""
+def _csc_work(nx, ns):
+    """Scratch for :func:`_csc_data`: room for every entry of the block pattern."""
     n = nx * (ns + 1)
-    first = np.tile(np.arange(n, dtype=np.int32), nx)
-    blocks = (nx * (np.arange(1, ns + 1)[:, None, None])
-              + np.zeros((1, nx, 1), dtype=np.int64) + np.arange(nx)[None, None, :]).ravel()
-    indices = np.concatenate([first, blocks.astype(np.int32)])
-    lengths = np.concatenate([np.full(nx, n), np.full(ns * nx, nx)])
-    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    return indices, indptr
+    size = nx * n + ns * nx * nx
+    return np.empty(size), np.empty(size, dtype=np.int32), np.empty(n + 1, dtype=np.int32)
 
 
-def _csc_data(A, C):
-    """CSC data of the augmented Jacobian for :func:`_jac_pattern` (vectorised, no block loop)."""
-    first = np.concatenate([A[None], C]).transpose(2, 0, 1).ravel()  # column k: A[:, k], C_0[:, k], ...
-    return np.concatenate([first, np.tile(A.T.ravel(), C.shape[0])])
+def _csc_data(J, work):
+    """``(data, indices, indptr)`` of the augmented Jacobian from its first block column ``J``.
+
+    ``work``: scratch from :func:`_csc_work`; the arrays returned are fresh (the solver keeps them).
+    """
+    data, indices, indptr = work
+    nnz = _fill_csc(J, data, indices, indptr)
+    return data[:nnz].copy(), indices[:nnz].copy(), indptr.copy()
 
 
 def _bound_functions(model):
     """Per-model numba closures around the cached kernels, memoised on ``model``.
 
-    Returns ``(rhs, jac_data)`` with ``rhs(t, z, p, c, idx) -> dz/dt`` and
-    ``jac_data(t, z, p, c, A, data)`` (fills ``data`` in place).
+    Returns ``(rhs, jac_blocks)``: ``rhs(t, z, p, c, idx) -> dz/dt`` and
+    ``jac_blocks(t, z, p, c, idx, A, C)`` (fills ``A`` (nx, nx) and the
+    couplings ``C`` (ns, nx, nx) in place), for tests and single calls; and
+    through :func:`_bound_stepping` the forms with caller-owned scratch that the
+    solve uses.
     """
     memo = model.__dict__.setdefault("_pbsens_memo", {})
     key = ("fs", id(model.fns.rhs_into), id(model.fns.jacs_into))
     hit = memo.get(key)
     if hit is not None:
         return hit
-    rhs_into, jacs_into = model.fns.rhs_into, model.fns.jacs_into
-    rhs_kernel, jac_kernel = _fs_rhs_kernel, _fs_jac_kernel
+    rhs, column = _bound_stepping(model)
 
     @njit(vec(f8, vec, vec, vec, ivec))
     def fs_rhs(t, z, p, c, idx):
-        out = np.empty(z.shape[0])
-        rhs_kernel(t, z, p, c, idx, rhs_into, jacs_into, out)
-        return out
+        nx = z.shape[0] // (idx.shape[0] + 1)
+        return rhs(t, z, p, c, idx, np.empty((2, nx, nx)), np.empty((2, nx, p.shape[0])))
 
     @njit(types.void(f8, vec, vec, vec, ivec, mat, tens))
     def fs_jac_blocks(t, z, p, c, idx, A, C):
-        jac_kernel(t, z, p, c, idx, jacs_into, A, C)
+        nx = A.shape[0]
+        J = np.empty((z.shape[0], nx))
+        column(t, z.copy(), p, c, idx, np.empty((2, nx, nx)), np.empty((2, nx, p.shape[0])), J)
+        A[:, :] = J[:nx]
+        for j in range(idx.shape[0]):
+            C[j] = J[nx * (j + 1):nx * (j + 2)]
 
     memo[key] = (fs_rhs, fs_jac_blocks)
     return memo[key]
 
 
+def _bound_stepping(model):
+    """``(rhs, column)`` for the solve, memoised on ``model``: the model's functions bound as closure variables.
+
+    ``rhs(t, z, p, c, idx, WA, WB) -> dz/dt`` and ``column(t, z, p, c, idx, WA,
+    WB, J)`` (the first block column ``(A; C_0; ...)`` into ``J``; ``z`` is
+    perturbed and restored bit for bit). ``WA`` (2, nx, nx), ``WB`` (2, nx, np)
+    are scratch (:mod:`pbsens.kernels.augmented`). Calling the cached kernels
+    from Python with dispatcher arguments would unbox them on every call.
+    """
+    memo = model.__dict__.setdefault("_pbsens_memo", {})
+    key = ("fs-stepping", id(model.fns.rhs_into), id(model.fns.jac_x_into), id(model.fns.jacs_into))
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    rhs_into, jac_into, jacs_into = model.fns.rhs_into, model.fns.jac_x_into, model.fns.jacs_into
+    sys_rhs, sys_jac = system_rhs, system_jac
+
+    @njit(vec(f8, vec, vec, vec, ivec, tens, tens))
+    def rhs(t, z, p, c, idx, WA, WB):
+        out = np.empty(z.shape[0])
+        sys_rhs(rhs_into, jacs_into, idx, WA, WB, t, z, p, c, out)
+        return out
+
+    @njit(types.void(f8, vec, vec, vec, ivec, tens, tens, mat))
+    def column(t, z, p, c, idx, WA, WB, J):
+        sys_jac(jac_into, jacs_into, idx, WA, WB, t, z, p, c, J)
+
+    memo[key] = (rhs, column)
+    return memo[key]
+
+
 # --------------------------------------------------------------------------- the solve
 
-def _scipy_jacobian(jacobian, blocks, nx, ns):
-    """``jac(t, z)`` of the augmented system in the form ``jacobian`` names (None for ``"none"``)."""
+def _scipy_jacobian(jacobian, column, nx, ns):
+    """``jac(t, z)`` of the augmented system in the form ``jacobian`` names (None for ``"none"``).
+
+    ``column(t, z)`` returns the first block column ``(A; C_0; ...)``.
+    """
     n_aug = nx * (ns + 1)
     if jacobian == "none":
         return None
     if jacobian == "block-diagonal":
         eye_blocks = identity(ns + 1, format="csc")
-        return lambda t, z: kron(eye_blocks, csc_matrix(blocks(t, z)[0]), format="csc")
-    indices, indptr = _jac_pattern(nx, ns)
+        return lambda t, z: kron(eye_blocks, csc_matrix(column(t, z)[:nx]), format="csc")
+    work = _csc_work(nx, ns)
 
     def jac(t, z):
-        return csc_matrix((_csc_data(*blocks(t, z)), indices, indptr), shape=(n_aug, n_aug))
+        return csc_matrix(_csc_data(column(t, z), work), shape=(n_aug, n_aug))
 
     if jacobian == "dense":
         return lambda t, z: jac(t, z).toarray()
     return jac  # "sparse", "structured"
+
+
+def _scipy_system(model, p, idx):
+    """``(fun, column)`` of the augmented system for scipy's methods, with scratch owned by the pair.
+
+    ``fun(t, z) -> dz/dt``; ``column(t, z)`` -> the first block column
+    ``(A; C_0; ...)`` of the Jacobian ((ns+1) nx, nx; ``z`` is not changed).
+    """
+    rhs, jac_column = _bound_stepping(model)
+    c = model.constants
+    nx = model.n_states
+    n_aug = nx * (idx.size + 1)
+    WA, WB = np.empty((2, nx, nx)), np.empty((2, nx, model.n_params))
+
+    def fun(t, z):
+        return rhs(t, np.ascontiguousarray(z), p, c, idx, WA, WB)
+
+    def column(t, z):
+        J = np.empty((n_aug, nx))
+        jac_column(t, np.array(z, dtype=np.float64), p, c, idx, WA, WB, J)
+        return J
+
+    return fun, column
 
 
 def _solve_scipy(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobian, options):
@@ -217,20 +245,9 @@ def _solve_scipy(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobian
     ``t`` is ``t_eval`` (``Z`` there from the dense output, exact where a step
     ends) or else the accepted steps. An entry of :data:`_AUGMENTED_SOLVERS`.
     """
-    fs_rhs, fs_jac_blocks = _bound_functions(model)
-    c = model.constants
     nx, ns = model.n_states, idx.size
-
-    def fun(t, z):
-        return fs_rhs(t, np.ascontiguousarray(z), p, c, idx)
-
-    def blocks(t, z):
-        A = np.empty((nx, nx))
-        C = np.empty((ns, nx, nx))
-        fs_jac_blocks(t, np.ascontiguousarray(z), p, c, idx, A, C)
-        return A, C
-
-    steps = integrate(method, fun, t_span, z0, rtol=rtol, atol=atol, jac=_scipy_jacobian(jacobian, blocks, nx, ns),
+    fun, column = _scipy_system(model, p, idx)
+    steps = integrate(method, fun, t_span, z0, rtol=rtol, atol=atol, jac=_scipy_jacobian(jacobian, column, nx, ns),
                       dense_output=t_eval is not None, guard=StepGuard(z0.size),
                       what=f"forward sensitivities of model {model.name!r}", **options)
     stats = {"nfev": steps.nfev, "njev": steps.njev, "nlu": steps.nlu, "n_steps": int(steps.t.size - 1)}
@@ -315,28 +332,6 @@ _AUGMENTED_SOLVERS[_RODAS] = _solve_rodas5p
 
 # --------------------------------------------------------------------------- front door
 
-def _check_params(model, params):
-    """Indices and names of the sensitivity parameters (``None``: all)."""
-    if params is None:
-        idx = np.arange(model.n_params, dtype=np.int64)
-    else:
-        if isinstance(params, (str, int, np.integer)):
-            params = [params]
-        try:
-            params = list(params)
-        except TypeError:
-            raise PbsensError(f"'params' must be a list of parameter names or indices, got {params!r}") from None
-        if not params:
-            raise PbsensError("'params' is empty: name at least one parameter (or pass None for all)")
-        try:
-            idx = model.param_index(params)
-        except PbsensError as exc:
-            raise PbsensError(f"'params': {exc}") from None
-        if np.unique(idx).size != idx.size:
-            raise PbsensError(f"'params' names a parameter twice: {params!r}")
-    return np.ascontiguousarray(idx, dtype=np.int64), [model.param_names[i] for i in idx]
-
-
 def _check_tol(v, name, nx, pscale):
     """Tolerance of the augmented system from a scalar, per-state or full-length value.
 
@@ -387,12 +382,13 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
     Parameters
     ----------
     model : Model
+        The compiled model (:func:`pbsens.load_model`).
     t_span : (float, float)
-        Integration interval, increasing.
+        Start and end time, ``t0 < t1``.
     t_eval : array_like, optional
-        Output times inside ``t_span``. States and sensitivities there come from
-        the solver's dense output. Default: the solver's accepted steps
-        (including ``t0``).
+        Output times inside ``t_span``, where states and sensitivities are
+        read from the solver's dense output. Default: the solver's accepted
+        steps (including ``t0``).
     p : array_like, optional
         Parameters (default: the model's).
     x0 : array_like, optional
@@ -459,7 +455,7 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
     iteration: the residual uses the exact right-hand side, so any of the
     forms below converges to the same solution, at different cost.
 
-    * ``"sparse"``: the Jacobian as a CSC matrix (pattern built once): scipy's
+    * ``"sparse"``: the Jacobian as a CSC matrix (nonzeros only): scipy's
       BDF and Radau factorise ``I - gamma J`` with SuperLU. This is the form
       public scipy accepts that never forms the dense ``nx (ns+1)`` square.
     * ``"structured"`` (default for BDF, Radau): an alias of ``"sparse"``,
@@ -467,11 +463,19 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
       through one ``nx x nx`` LU and block forward substitution, by replacing
       private members of scipy's solver classes; pbsens now uses public scipy
       only (a block solve will come back with pbsens's own compiled solver,
-      through :data:`_AUGMENTED_SOLVERS`). The price, measured with BDF at
-      rtol 1e-5, atol 1e-6, 201 output times (CPU medians of 7 runs): PKA
-      27 ms -> 70 ms, CaMKII 60 ms -> 195 ms; SuperLU's factorisation of the
-      1260 x 1260 Newton matrix of CaMKII takes ~2 ms (no fill: the time is
-      SuperLU's own overhead, the column ordering does not change it).
+      through :data:`_AUGMENTED_SOLVERS`). The price, BDF at rtol 1e-5,
+      atol 1e-6 on [0, 600] (Table 2's setting; CPU medians of 21 runs,
+      interleaved, same process): PKA 29 ms with the old block solve -> 72 ms,
+      CaMKII 75 ms -> 259 ms. The same 35/45 LUs and 336/458 Newton solves
+      are done either way (same steps, same results to 2e-11 of max |S|);
+      the difference is SuperLU: ~2 ms CPU to factorise the 1260 x 1260
+      CaMKII Newton matrix and ~90 us per solve (``python
+      benchmarks/bench_forward.py --fs-only --fs-methods BDF --linalg``),
+      against microseconds for one ``nx x nx`` LU. Neither the order of the
+      unknowns (SuperLU's COLAMD ordering makes it irrelevant; with ``x``
+      last the matrix is block upper triangular, and factorises no faster)
+      nor the dense form (LAPACK; twice as slow on PKA's 396 unknowns) help,
+      and public scipy offers no way to hand BDF another linear solver.
       With ``method="rodas5p"`` it is the block form: ``W = I/(h gamma) - A``
       is factorised once per step (``nx x nx``) and each stage solves
       ``W k_0 = r_0``, ``W k_j = r_j + C_j k_0``; the square is never formed.
@@ -505,7 +509,7 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
     te = check_t_eval(t_eval, (t0, t1))
     p = model.check_p(p)
     x0 = model.initial_state(p) if x0 is None else model.check_x(x0, "x0")
-    idx, names = _check_params(model, params)
+    idx, names = select_params(model, params)
     nx, ns = model.n_states, idx.size
     n_aug = nx * (ns + 1)
     if not isinstance(method, str) or method not in _METHODS:

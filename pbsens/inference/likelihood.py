@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from ..errors import PbsensError, SolverError
+from ..sensitivity_params import select_params
 from ..solvers import check_t_eval, check_time
 from .fisher import broadcast_sigma, weighted_gram
 from .observables import n_observables, observable_names, output_sensitivities
@@ -152,22 +153,7 @@ class GaussianLikelihood:
             - 0.5 * math.log(2.0 * math.pi) * int(self.mask.sum())
 
         # parameters
-        if params is None:
-            idx = np.arange(model.n_params, dtype=np.int64)
-        else:
-            if isinstance(params, (str, bytes)) or not hasattr(params, "__iter__"):
-                raise PbsensError(f"'params' must be a list of parameter names or indices, got {params!r}")
-            params = list(params)
-            if not params:
-                raise PbsensError("'params' is empty: name at least one parameter (or None for all)")
-            try:
-                idx = model.param_index(params)
-            except PbsensError as exc:
-                raise PbsensError(f"'params': {exc}") from None
-            if len(set(idx.tolist())) != idx.size:
-                raise PbsensError(f"'params' names a parameter twice: {params!r}")
-        self.index = idx
-        self.param_names = [model.param_names[i] for i in idx]
+        self.index, self.param_names = select_params(model, params, allow_single=False)
         self.p = model.check_p(p)
         self.x0 = None if x0 is None else model.check_x(x0, "x0")
         if solver is not None and not isinstance(solver, str):
