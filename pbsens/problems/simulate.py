@@ -58,7 +58,7 @@ from .steady_state import steady_state
 __all__ = ["simulate", "Simulation", "SENSITIVITY_OPTIONS"]
 
 #: Options of :func:`pbsens.sensitivities` that ``simulate(**options)`` passes on to it.
-SENSITIVITY_OPTIONS = ("n_factor", "n_max", "eq_tol", "norm", "interpolation", "reuse_tol")
+SENSITIVITY_OPTIONS = ("n_factor", "n_max", "eq_tol", "norm", "interpolation", "reuse_tol", "substeps")
 #: Options of :func:`pbsens.forward_sensitivities` (beyond the solver's) for ``method="fs"``.
 FORWARD_OPTIONS = ("jacobian",)
 _SHIFT = 64 * np.finfo(float).eps
@@ -178,9 +178,13 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
                                   rtol=rtol, atol=atol, **fs_opts, **solver_opts)
         X, SS = r.x, r.S
     else:
+        from ..sensitivities import DEFAULT_SUBSTEPS
+        solver = solver or "LSODA"
         interp = sens_opts.get("interpolation", "linear")
-        tr = solve_states(model, (a, b), t_eval=times, p=p, x0=x, method=solver or "LSODA", rtol=rtol, atol=atol,
-                          dense_output=interp == "dense", **solver_opts)
+        substeps = sens_opts.get("substeps") or DEFAULT_SUBSTEPS.get(solver, 1)
+        # dense output only when the march needs it (interpolated outputs, or a refined grid, e.g. rodas5p's)
+        tr = solve_states(model, (a, b), t_eval=times, p=p, x0=x, method=solver, rtol=rtol, atol=atol,
+                          dense_output=interp == "dense" or (sens and substeps > 1), **solver_opts)
         X = tr.x[tr.eval_index]
         SS = None
         if sens:
@@ -224,7 +228,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         for ``inf`` outputs (``strategy``, ``rtol``, ``atol``, ``max_time``, ...).
     **options
         ``n_factor``, ``n_max``, ``eq_tol``, ``norm``, ``interpolation``,
-        ``reuse_tol`` go to :func:`pbsens.sensitivities`; ``jacobian`` to
+        ``reuse_tol``, ``substeps`` go to :func:`pbsens.sensitivities`; ``jacobian`` to
         :func:`pbsens.forward_sensitivities`; anything else to the solver
         (``max_step``, ``first_step``, ...).
 
