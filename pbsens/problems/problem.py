@@ -61,6 +61,14 @@ class EvaluationResult:
     residuals: np.ndarray = None
     sigmas: np.ndarray = None
 
+    def __getattribute__(self, name):
+        # the table is built on first access (pandas costs more than a whole small evaluation)
+        v = object.__getattribute__(self, name)
+        if name == "simulations" and isinstance(v, _LazyTable):
+            v = v.build()
+            object.__setattr__(self, "simulations", v)
+        return v
+
     def __repr__(self):
         g = "" if self.gradient is None else f", |gradient| = {np.linalg.norm(self.gradient):.4g}"
         return f"<EvaluationResult llh = {self.llh:.10g}, chi2 = {self.chi2:.6g}{g}>"
@@ -72,6 +80,18 @@ class EvaluationResult:
 #: Brannmark the exp2 gradient is within 1.1e-3 (max-norm relative) of central finite differences and
 #: the llh within 1e-4 of the reference values, 3-6x faster than LSODA; 4 sub-steps (the library's
 #: default for rodas5p) cut the gradient error to <= 2e-4 at 2-3x the cost of the march.
+class _LazyTable:
+    """The simulation table of one evaluation, built when first read (see EvaluationResult)."""
+
+    __slots__ = ("problem", "y")
+
+    def __init__(self, problem, y):
+        self.problem, self.y = problem, y
+
+    def build(self):
+        return self.problem._simulation_table(self.y)
+
+
 _DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10, substeps=1)
 #: Default of ``method="fs"``: the compiled augmented Rodas5P solve (gradient error <= 1e-7 on the
 #: three problems; BDF took 10-20x longer).
@@ -288,6 +308,11 @@ class Problem:
             raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
         th = self._theta(theta)
         opts = _options(method, sensitivities, solver_options)
+        from ..threads import blas_single_thread
+        with blas_single_thread():     # once per evaluation, not once per solve inside it
+            return self._evaluate(th, method, sensitivities, opts)
+
+    def _evaluate(self, th, method, sensitivities, opts):
         t_all = time.perf_counter()
         p_lin = unscale(th, self._scales)
         dpdth = dunscale(th, self._scales)
@@ -349,7 +374,7 @@ class Problem:
         self._ss_cache = {}
         timing["total"] = time.perf_counter() - t_all
         return EvaluationResult(llh=llh, chi2=chi2, gradient=grad, fim=fim,
-                                simulations=self._simulation_table(y), timing=timing, theta=th,
+                                simulations=_LazyTable(self, y), timing=timing, theta=th,
                                 residuals=(transform_m - noise.transform(y, rows["trafo"])) / sig,
                                 sigmas=sig)
 
