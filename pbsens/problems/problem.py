@@ -112,18 +112,34 @@ def _options(method, sensitivities, solver_options):
     return opts
 
 
-def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts):
+def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None):
     """States (K, nx) and sensitivities (K, nx, np) at ``times`` (plus the steady state
-    when ``has_inf``), from ``pbsens.problems.simulate`` when present."""
+    when ``has_inf``), from ``pbsens.problems.simulate`` when present.
+
+    ``checked``: a set of option signatures that :func:`simulate` has accepted before on
+    this model; for those, its argument checks are skipped (``run_checked``).
+    """
     try:
-        from .simulate import simulate
+        from .simulate import run_checked, simulate, split_options
     except ImportError:
         simulate = None
     t_eval = np.concatenate([times, [np.inf]]) if has_inf else times
     if simulate is not None:
         opts = dict(opts)
         opts.setdefault("steady_state_options", _ss_options(opts))
+        key = None
+        if checked is not None:
+            key = (method, sens, repr(sorted(opts.items(), key=lambda kv: kv[0])))
+            if key in checked and np.all(np.isfinite(p)) and np.all(np.isfinite(x0)):
+                rest = dict(opts)
+                solver, rtol, atol = rest.pop("solver", None), rest.pop("rtol", 1e-8), rest.pop("atol", 1e-10)
+                ss = rest.pop("steady_state_options")
+                r = run_checked(model, t_eval, p, np.array(x0, dtype=np.float64), S0, 0.0, method, sens, solver,
+                                rtol, atol, ss, *split_options(rest))
+                return r.x, r.S
         r = simulate(model, t_eval, p, x0=x0, S0=S0, t0=0.0, method=method, sensitivities=sens, **opts)
+        if key is not None:
+            checked.add(key)
         return np.asarray(r.x), (None if r.S is None else np.asarray(r.S))
     if has_inf:
         raise PbsensError("measurements at t = inf need pbsens.problems.simulate (steady states), which "
@@ -220,6 +236,8 @@ class Problem:
         self.conditions = [(f"{p.preeq_id}:{p.sim_id}" if p.preeq_id else p.sim_id) for p in plans]
         self._groups = [_group_rows(p, rows) for p in plans]
         self._ss_cache = {}
+        self._noise = noise.MeasurementModel(rows["measurement"], rows["trafo"], rows["dist"])
+        self._checked = set()        # option signatures simulate() has accepted (then it is not re-checked)
 
     # ---------------------------------------------------------------- build
     @classmethod
@@ -359,8 +377,7 @@ class Problem:
             timing[name] = time.perf_counter() - t0
             plan.timing = timing[name]
         self._check_outputs(y, sig)
-        llh_i, chi2_i, g_y, g_s, w_y, w_s = noise.terms(rows["measurement"], y, sig, rows["trafo"], rows["dist"])
-        transform_m = noise.transform(rows["measurement"], rows["trafo"])
+        llh_i, chi2_i, g_y, g_s, w_y, w_s, resid = self._noise.terms(y, sig)
         llh = float(np.sum(llh_i))
         chi2 = float(np.sum(chi2_i))
         grad = fim = None
@@ -375,16 +392,18 @@ class Problem:
         timing["total"] = time.perf_counter() - t_all
         return EvaluationResult(llh=llh, chi2=chi2, gradient=grad, fim=fim,
                                 simulations=_LazyTable(self, y), timing=timing, theta=th,
-                                residuals=(transform_m - noise.transform(y, rows["trafo"])) / sig,
+                                residuals=resid,
                                 sigmas=sig)
 
     def _to_theta(self, d, dpdth):
         """``(R, np)`` derivatives w.r.t. model parameters -> ``(R, d)`` w.r.t. theta."""
-        est = self._rows["est"]
+        if getattr(self, "_theta_map", None) is None:     # index maps, once per problem
+            est = self._rows["est"]
+            mask = est >= 0
+            r_idx, j_idx = np.nonzero(mask)
+            self._theta_map = (r_idx, j_idx, est[mask])
+        r_idx, j_idx, k_idx = self._theta_map
         out = np.zeros((d.shape[0], self.dim))
-        mask = est >= 0
-        r_idx, j_idx = np.nonzero(mask)
-        k_idx = est[mask]
         np.add.at(out, (r_idx, k_idx), d[r_idx, j_idx] * dpdth[k_idx])
         return out
 
@@ -426,7 +445,7 @@ class Problem:
                     S0[i, j] = 1.0
         if not sens:
             S0 = None
-        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts)
+        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts, getattr(self, "_checked", None))
 
     def _check_outputs(self, y, sig):
         rows, files = self._rows, self.files
