@@ -235,6 +235,7 @@ class Problem:
                              estimated["lower"], estimated["upper"], self.parameter_ids)
         self.conditions = [(f"{p.preeq_id}:{p.sim_id}" if p.preeq_id else p.sim_id) for p in plans]
         self._groups = [_group_rows(p, rows) for p in plans]
+        self._maps = [_output_maps(p, g, rows) for p, g in zip(plans, self._groups)]
         self._ss_cache = {}
         self._noise = noise.MeasurementModel(rows["measurement"], rows["trafo"], rows["dist"])
         self._checked = set()        # option signatures simulate() has accepted (then it is not re-checked)
@@ -344,9 +345,6 @@ class Problem:
         timing = {}
         c = model.constants
         fns = model.fns
-        yb = np.empty(ny)
-        Jx = np.empty((ny, nx))
-        Jp = np.empty((ny, npar))
         self._ss_cache = {}          # preequilibrations of this evaluation
         for ci, plan in enumerate(self._plans):
             name = self.conditions[ci]
@@ -359,21 +357,27 @@ class Problem:
                 if "NaN" in str(exc) or "inf" in str(exc):
                     raise SolverError(f"condition {name!r}: {exc}") from None
                 raise
-            tk = np.concatenate([plan.times, [np.inf]]) if plan.has_inf else plan.times
-            # one evaluation of the outputs per output time and placeholder values (rows grouped)
-            for k, grp, gfixed, gest in self._groups[ci]:
-                pr = np.where(gest >= 0, p_lin[np.maximum(gest, 0)] if th.size else 0.0, gfixed)
-                tt = float(tk[k]) if np.isfinite(tk[k]) else 0.0
-                xk = np.ascontiguousarray(x[k])
-                fns.out_into(tt, xk, pr, c, yb)
-                oy, osg = rows["out_y"][grp], rows["out_sigma"][grp]
-                y[grp], sig[grp] = yb[oy], yb[osg]
-                if sensitivities:
-                    fns.out_jac_x_into(tt, xk, pr, c, Jx)
-                    fns.out_jac_p_into(tt, xk, pr, c, Jp)
-                    Sk = S[k]
-                    dy[grp] = Jx[oy] @ Sk + Jp[oy]
-                    ds[grp] = Jx[osg] @ Sk + Jp[osg]
+            # one evaluation of the outputs per output time and placeholder values (rows grouped, index
+            # maps built once per problem: _output_maps), then all rows of the condition at once
+            mp = self._maps[ci]
+            P = np.where(mp["est"] >= 0, p_lin[np.maximum(mp["est"], 0)], mp["fixed"]) if th.size \
+                else np.where(mp["est"] >= 0, 0.0, mp["fixed"])
+            G = mp["k"].size
+            Yb = np.empty((G, ny))
+            for g in range(G):
+                fns.out_into(mp["t"][g], x[mp["k"][g]], P[g], c, Yb[g])
+            rr, rg = mp["rows"], mp["g"]
+            y[rr] = Yb[rg, mp["oy"]]
+            sig[rr] = Yb[rg, mp["os"]]
+            if sensitivities:
+                JX = np.empty((G, ny, nx))
+                JP = np.empty((G, ny, npar))
+                for g in range(G):
+                    fns.out_jac_x_into(mp["t"][g], x[mp["k"][g]], P[g], c, JX[g])
+                    fns.out_jac_p_into(mp["t"][g], x[mp["k"][g]], P[g], c, JP[g])
+                Sr = S[mp["k"][rg]]
+                dy[rr] = np.matmul(JX[rg, mp["oy"]][:, None, :], Sr)[:, 0, :] + JP[rg, mp["oy"]]
+                ds[rr] = np.matmul(JX[rg, mp["os"]][:, None, :], Sr)[:, 0, :] + JP[rg, mp["os"]]
             timing[name] = time.perf_counter() - t0
             plan.timing = timing[name]
         self._check_outputs(y, sig)
@@ -499,6 +503,27 @@ class Problem:
         proposal. ``options`` go to :meth:`evaluate` (e.g. ``method="fs"``).
         """
         return _ProblemPosterior(self, options)
+
+
+def _output_maps(plan, groups, rows):
+    """Index maps of one condition's output evaluation (from :func:`_group_rows`), built once.
+
+    ``k``, ``t``: output-time index and time of each group (``inf`` evaluated at 0);
+    ``est``, ``fixed`` (G, np): each group's parameter map; ``rows``: the
+    condition's measurement rows, ``g`` their group, ``oy``/``os`` the model
+    outputs holding their observable and noise parameter.
+    """
+    tk = np.concatenate([plan.times, [np.inf]]) if plan.has_inf else np.asarray(plan.times, dtype=np.float64)
+    ks = np.array([k for k, _, _, _ in groups], dtype=np.int64)
+    est = np.array([e for _, _, _, e in groups], dtype=np.int64).reshape(len(groups), -1)
+    fixed = np.array([f for _, _, f, _ in groups], dtype=np.float64).reshape(len(groups), -1)
+    members = [grp for _, grp, _, _ in groups]
+    r = np.concatenate(members).astype(np.int64) if members else np.empty(0, dtype=np.int64)
+    g = np.concatenate([np.full(len(m), i, dtype=np.int64) for i, m in enumerate(members)]) if members \
+        else np.empty(0, dtype=np.int64)
+    t = np.array([float(tk[k]) if np.isfinite(tk[k]) else 0.0 for k in ks], dtype=np.float64)
+    return {"k": ks, "t": t, "est": est, "fixed": fixed, "rows": r, "g": g,
+            "oy": np.asarray(rows["out_y"])[r], "os": np.asarray(rows["out_sigma"])[r]}
 
 
 def _group_rows(plan, rows):
