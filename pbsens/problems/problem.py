@@ -74,12 +74,6 @@ class EvaluationResult:
         return f"<EvaluationResult llh = {self.llh:.10g}, chi2 = {self.chi2:.6g}{g}>"
 
 
-#: Default solver options of :meth:`Problem.evaluate` for the post-hoc methods (and for every method
-#: without sensitivities): the compiled Rodas5P state solver with the march on its accepted-step grid
-#: (``substeps=1``). Chosen from benchmarks/bench_petab.py (docs/PERFORMANCE.md): on Boehm, Fujita and
-#: Brannmark the exp2 gradient is within 1.1e-3 (max-norm relative) of central finite differences and
-#: the llh within 1e-4 of the reference values, 3-6x faster than LSODA; 4 sub-steps (the library's
-#: default for rodas5p) cut the gradient error to <= 2e-4 at 2-3x the cost of the march.
 class _LazyTable:
     """The simulation table of one evaluation, built when first read (see EvaluationResult)."""
 
@@ -92,7 +86,16 @@ class _LazyTable:
         return self.problem._simulation_table(self.y)
 
 
-_DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10, substeps=1)
+#: Default solver options of :meth:`Problem.evaluate` for the post-hoc methods (and for every method
+#: without sensitivities): the compiled Rodas5P state solver. Chosen from benchmarks/bench_petab.py
+#: (docs/PERFORMANCE.md): on Boehm, Fujita and Brannmark the llh is within 1e-4 of the reference values,
+#: 3-6x faster than LSODA.
+_DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
+#: Sub-steps of the march per Rodas5P step, per method (others: the library's DEFAULT_SUBSTEPS, 4).
+#: exp2 (second order) on the solver's own grid keeps the gradient within 1.1e-3 (max-norm relative)
+#: of central finite differences on the three problems; 4 sub-steps cut that to <= 2e-4 at 2-3x the
+#: march's cost. pbsr (first order in the step) needs the 4: with 1 its error on Boehm is 2e-2.
+_METHOD_SUBSTEPS = {"exp2": 1}
 #: Default of ``method="fs"``: the compiled augmented Rodas5P solve (gradient error <= 1e-7 on the
 #: three problems; BDF took 10-20x longer).
 _FS_DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
@@ -104,8 +107,8 @@ def _options(method, sensitivities, solver_options):
     """The solver options of one evaluation: the defaults above, updated by the caller's."""
     fs = method == "fs"
     opts = dict(_FS_DEFAULTS if fs and sensitivities else _DEFAULTS)
-    if fs:
-        opts.pop("substeps", None)          # a post-hoc option; simulate refuses it for fs
+    if not fs and method in _METHOD_SUBSTEPS:
+        opts["substeps"] = _METHOD_SUBSTEPS[method]
     if "solver" not in solver_options and any(k in solver_options for k in _SCIPY_ONLY_OPTIONS):
         opts["solver"] = "BDF" if fs and sensitivities else "LSODA"
     opts.update(solver_options)
@@ -295,7 +298,8 @@ class Problem:
         **solver_options
             ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods, and
             every method with ``sensitivities=False``; default ``"rodas5p"``, 1e-8,
-            1e-10, with ``substeps=1``: the march on the solver's own grid) or of the
+            1e-10; for ``"exp2"`` also ``substeps=1``, the march on the solver's own
+            grid, for the other post-hoc methods the library's 4 sub-steps) or of the
             joint solve (``"fs"``; default ``"rodas5p"``, 1e-8, 1e-10), and any other
             option the simulation accepts (:func:`pbsens.problems.simulate.simulate`).
             ``max_nfev`` without a ``solver`` selects scipy's LSODA (BDF for ``"fs"``),
