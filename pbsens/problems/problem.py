@@ -115,12 +115,13 @@ def _options(method, sensitivities, solver_options):
     return opts
 
 
-def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None):
+def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None, key=None):
     """States (K, nx) and sensitivities (K, nx, np) at ``times`` (plus the steady state
     when ``has_inf``), from ``pbsens.problems.simulate`` when present.
 
-    ``checked``: a set of option signatures that :func:`simulate` has accepted before on
-    this model; for those, its argument checks are skipped (``run_checked``).
+    ``checked``: a set of option signatures ``key`` (hashable: method, sensitivities and
+    the options) that :func:`simulate` has accepted before on this model; for those,
+    its argument checks are skipped (``run_checked``).
     """
     try:
         from .simulate import run_checked, simulate, split_options
@@ -130,16 +131,15 @@ def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None
     if simulate is not None:
         opts = dict(opts)
         opts.setdefault("steady_state_options", _ss_options(opts))
-        key = None
-        if checked is not None:
-            key = (method, sens, repr(sorted(opts.items(), key=lambda kv: kv[0])))
-            if key in checked and np.all(np.isfinite(p)) and np.all(np.isfinite(x0)):
-                rest = dict(opts)
-                solver, rtol, atol = rest.pop("solver", None), rest.pop("rtol", 1e-8), rest.pop("atol", 1e-10)
-                ss = rest.pop("steady_state_options")
-                r = run_checked(model, t_eval, p, np.array(x0, dtype=np.float64), S0, 0.0, method, sens, solver,
-                                rtol, atol, ss, *split_options(rest))
-                return r.x, r.S
+        if checked is None or key is None:
+            key = None
+        elif key in checked and np.all(np.isfinite(p)) and np.all(np.isfinite(x0)):
+            rest = dict(opts)
+            solver, rtol, atol = rest.pop("solver", None), rest.pop("rtol", 1e-8), rest.pop("atol", 1e-10)
+            ss = rest.pop("steady_state_options")
+            r = run_checked(model, t_eval, p, np.array(x0, dtype=np.float64), S0, 0.0, method, sens, solver,
+                            rtol, atol, ss, *split_options(rest))
+            return r.x, r.S
         r = simulate(model, t_eval, p, x0=x0, S0=S0, t0=0.0, method=method, sensitivities=sens, **opts)
         if key is not None:
             checked.add(key)
@@ -148,6 +148,16 @@ def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None
         raise PbsensError("measurements at t = inf need pbsens.problems.simulate (steady states), which "
                           "this build lacks")
     return _simulate_basic(model, times, p, x0, S0, method, sens, opts)
+
+
+def _signature(method, sens, opts):
+    """A hashable signature of one evaluation's simulation options, or None (e.g. array tolerances)."""
+    try:
+        key = (method, bool(sens), tuple(sorted(opts.items())))
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _simulate_basic(model, times, p, x0, S0, method, sens, opts):
@@ -453,10 +463,14 @@ class Problem:
                     S0[i, j] = 1.0
         if not sens:
             S0 = None
-        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts, getattr(self, "_checked", None))
+        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts,
+                         getattr(self, "_checked", None), _signature(method, sens, opts))
 
     def _check_outputs(self, y, sig):
         rows, files = self._rows, self.files
+        if np.all(sig > 0) and np.all(np.isfinite(sig)) and np.all(np.isfinite(y)) \
+                and np.all(y[rows["trafo"] != 0] > 0):
+            return
         from .petab import PetabError, _where
         bad = np.flatnonzero(~(sig > 0) | ~np.isfinite(sig))
         if bad.size:
