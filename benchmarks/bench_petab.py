@@ -2,11 +2,15 @@
 
 For Boehm, Fujita and Brannmark (tests/data/petab): the median wall time of
 ``Problem.evaluate(sensitivities=False)`` (llh alone) and of ``evaluate()``
-(llh + gradient + FIM) with ``exp2``, ``pbsr`` and ``fs``, each at the solver
-tolerances stated in the table, and the gradient's error against central finite
-differences of the llh (step 1e-4 on the parameter scale, solver rtol 1e-12,
-atol 1e-14), relative in max-norm, at the nominal parameters shifted by +-0.1
-on their scale (at the optimum the gradient is a sum of cancelling terms).
+(llh + gradient + FIM) with ``exp2``, ``pbsr`` and ``fs`` at the Problem's
+default solver options (printed beside each row: solver, rtol, atol, sub-steps
+of the march), and the gradient's error against central finite differences of
+the llh (step 1e-4 on the parameter scale, Rodas5P at rtol 1e-12, atol 1e-14),
+relative in max-norm, at the nominal parameters shifted by +-0.1 on their scale
+(at the optimum the gradient is a sum of cancelling terms). A ``baseline`` row
+per problem repeats exp2 with the earlier default (scipy's LSODA, rtol 1e-8,
+atol 1e-10, the march on LSODA's own grid), so that
+the speed-up is a ratio within one run; ``--no-baseline`` leaves it out.
 
 When AMICI is importable (``pip install amici``; the optional ``bench`` seam
 :func:`amici_times`), its llh and forward-sensitivity llh + gradient on the same
@@ -15,7 +19,10 @@ atol 1e-16).
 
 Run from the repository root::
 
-    python benchmarks/bench_petab.py [--repeats 5] [--problems Boehm_JProteomeRes2014 ...]
+    python -m benchmarks.bench_petab [--repeats 10] [--problems Boehm_JProteomeRes2014 ...]
+
+The machine's load average is printed at the start and the end: on a shared
+machine the times are noisy; compare rows of one run.
 """
 from __future__ import annotations
 
@@ -28,20 +35,25 @@ import numpy as np
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "petab"
 PROBLEMS = ["Boehm_JProteomeRes2014", "Fujita_SciSignal2010", "Brannmark_JBC2010"]
-METHODS = {"exp2": dict(rtol=1e-8, atol=1e-10), "pbsr": dict(rtol=1e-8, atol=1e-10),
-           "fs": dict(rtol=1e-8, atol=1e-10)}
-FD = dict(rtol=1e-12, atol=1e-14)
+#: (label, method, options beyond the Problem's defaults)
+METHODS = [("exp2", "exp2", {}), ("pbsr", "pbsr", {}), ("fs", "fs", {})]
+BASELINE = ("exp2 (LSODA, before)", "exp2", dict(solver="LSODA", rtol=1e-8, atol=1e-10))
+FD = dict(solver="rodas5p", rtol=1e-12, atol=1e-14)
 STEP = 1e-4
 
 
-def _median_time(fn, repeats):
+def _median_time(fn, repeats, cpu=False):
+    """Median wall time of ``fn()`` over ``repeats`` runs after one warm-up; with ``cpu=True`` also the
+    median CPU time of this process (less sensitive to other processes on a shared machine)."""
     fn()  # warm-up (compilation, caches)
-    ts = []
+    ts, cs = [], []
     for _ in range(repeats):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+        cs.append(time.process_time() - c0)
+    return (statistics.median(ts), statistics.median(cs)) if cpu else statistics.median(ts)
 
 
 def fd_gradient(problem, theta):
@@ -82,7 +94,17 @@ def amici_times(yaml_path, repeats):
     return out
 
 
-def bench(name, repeats):
+def _effective_options(method, options):
+    """The solver options evaluate() uses for ``method`` (the Problem's defaults updated by ``options``)."""
+    from pbsens.problems.problem import _options
+    from pbsens.sensitivities import DEFAULT_SUBSTEPS
+    opts = _options(method, True, options)
+    if method != "fs":
+        opts.setdefault("substeps", DEFAULT_SUBSTEPS.get(opts["solver"], 1))
+    return opts
+
+
+def bench(name, repeats, baseline=True):
     import pbsens.petab as pbpetab
     yaml_path = DATA / name / f"{name}.yaml"
     problem = pbpetab.load(yaml_path)
@@ -91,38 +113,51 @@ def bench(name, repeats):
     g_fd = fd_gradient(problem, theta)
     t_fd = time.perf_counter() - t0
     rows = []
-    for method, tol in METHODS.items():
-        t_llh = _median_time(lambda: problem.evaluate(method=method, sensitivities=False, **tol), repeats)
-        t_grad = _median_time(lambda: problem.evaluate(method=method, **tol), repeats)
+    for label, method, tol in METHODS + ([BASELINE] if baseline else []):
+        t_llh, c_llh = _median_time(lambda: problem.evaluate(method=method, sensitivities=False, **tol), repeats,
+                                    cpu=True)
+        t_grad, c_grad = _median_time(lambda: problem.evaluate(method=method, **tol), repeats, cpu=True)
         res0 = problem.evaluate(method=method, **tol)
         g = problem.evaluate(theta, method=method, **tol).gradient
         err = float(np.max(np.abs(g - g_fd)) / np.max(np.abs(g_fd)))
-        rows.append(dict(problem=name, method=method, rtol=tol["rtol"], atol=tol["atol"], llh=res0.llh,
-                         t_llh=t_llh, t_grad=t_grad, grad_err=err))
+        eff = _effective_options(method, tol)
+        rows.append(dict(problem=name, method=label, solver=eff["solver"], rtol=eff["rtol"], atol=eff["atol"],
+                         substeps=eff.get("substeps"), llh=res0.llh, t_llh=t_llh, t_grad=t_grad, c_llh=c_llh, c_grad=c_grad,
+                         grad_err=err))
     am = amici_times(yaml_path, repeats)
     return rows, am, t_fd
 
 
 def main(argv=None):
+    import os
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--problems", nargs="*", default=PROBLEMS)
+    ap.add_argument("--no-baseline", action="store_true", help="leave out the LSODA exp2 row")
     args = ap.parse_args(argv)
-    print("| problem | method | state/joint solver tol (rtol, atol) | llh at nominal | llh [ms] | "
-          "llh + gradient [ms] | gradient error vs FD (max-norm rel.) |")
-    print("|---|---|---|---|---|---|---|")
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs\n")
+    print("| problem | method | solver, rtol, atol, sub-steps | llh at nominal | llh [ms] | "
+          "llh + gradient [ms] | CPU llh, llh + gradient [ms] | gradient error vs FD (max-norm rel.) |")
+    print("|---|---|---|---|---|---|---|---|")
     for name in args.problems:
-        rows, am, t_fd = bench(name, args.repeats)
+        rows, am, t_fd = bench(name, args.repeats, baseline=not args.no_baseline)
         for r in rows:
-            print(f"| {r['problem']} | {r['method']} | {r['rtol']:.0e}, {r['atol']:.0e} | {r['llh']:.6f} | "
-                  f"{1e3 * r['t_llh']:.1f} | {1e3 * r['t_grad']:.1f} | {r['grad_err']:.1e} |", flush=True)
+            sub = "" if r["substeps"] is None else f", {r['substeps']}"
+            print(f"| {r['problem']} | {r['method']} | {r['solver']}, {r['rtol']:.0e}, {r['atol']:.0e}{sub} | "
+                  f"{r['llh']:.6f} | {1e3 * r['t_llh']:.1f} | {1e3 * r['t_grad']:.1f} | "
+                  f"{1e3 * r['c_llh']:.1f}, {1e3 * r['c_grad']:.1f} | {r['grad_err']:.1e} |",
+                  flush=True)
         if am is None:
-            print(f"| {name} | AMICI | not installed | | | | |", flush=True)
+            print(f"| {name} | AMICI | not installed | | | | | |", flush=True)
         else:
-            print(f"| {name} | AMICI (forward) | 1e-08, 1e-16 | {am['llh_value']:.6f} | {1e3 * am['llh']:.1f} | "
-                  f"{1e3 * am['llh+grad']:.1f} | |", flush=True)
-    print(f"\nmedians of {args.repeats} runs after one warm-up; FD reference: central differences, step "
-          f"{STEP} on the parameter scale, rtol {FD['rtol']}, atol {FD['atol']}")
+            print(f"| {name} | AMICI (forward) | CVODES BDF, 1e-08, 1e-16 | {am['llh_value']:.6f} | "
+                  f"{1e3 * am['llh']:.1f} | {1e3 * am['llh+grad']:.1f} | | |", flush=True)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    print(f"\nmedians of {args.repeats} runs after one warm-up (wall clock; CPU: this process's time); "
+          f"load average at the end "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; FD reference: central differences, step {STEP} on the "
+          f"parameter scale, {FD['solver']} at rtol {FD['rtol']}, atol {FD['atol']}")
 
 
 if __name__ == "__main__":

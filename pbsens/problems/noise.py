@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-__all__ = ["TRANSFORMATIONS", "DISTRIBUTIONS", "terms", "transform"]
+__all__ = ["TRANSFORMATIONS", "DISTRIBUTIONS", "terms", "transform", "MeasurementModel"]
 
 #: observableTransformation codes
 TRANSFORMATIONS = {"lin": 0, "log": 1, "log10": 2}
@@ -54,26 +54,55 @@ def terms(m, y, sigma, trafo, dist):
     parameters; ``trafo``, ``dist``: integer codes per row. The caller checks
     ``sigma > 0`` and ``y > 0`` where a log transformation applies.
     """
-    m = np.asarray(m, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    s = np.asarray(sigma, dtype=np.float64)
-    Tm, Ty = transform(m, trafo), transform(y, trafo)
-    dT = np.ones_like(y)
-    dT[trafo == 1] = 1.0 / y[trafo == 1]
-    dT[trafo == 2] = 1.0 / (y[trafo == 2] * _LN10)
-    logjac = np.zeros_like(m)
-    logjac[trafo == 1] = np.log(m[trafo == 1])
-    logjac[trafo == 2] = np.log(m[trafo == 2] * _LN10)
-    d = Tm - Ty
-    r = d / s
-    normal = dist == 0
-    llh = np.where(normal, -0.5 * np.log(2.0 * np.pi * s * s) - 0.5 * r * r,
-                   -np.log(2.0 * s) - np.abs(r)) - logjac
-    chi2 = r * r
-    # d llh / d T(y): normal r/s, laplace sign(d)/s
-    dT_ll = np.where(normal, r / s, np.sign(d) / s)
-    dllh_dy = dT_ll * dT
-    dllh_ds = np.where(normal, (r * r - 1.0) / s, (np.abs(r) - 1.0) / s)
-    w_y = (dT / s) ** 2
-    w_s = np.where(normal, 2.0, 1.0) / (s * s)
-    return llh, chi2, dllh_dy, dllh_ds, w_y, w_s
+    return MeasurementModel(m, trafo, dist).terms(y, sigma)[:6]
+
+
+class MeasurementModel:
+    """The measurement-only parts of :func:`terms` for fixed rows, computed once.
+
+    ``terms(y, sigma)`` then returns ``(llh, chi2, dllh_dy, dllh_dsigma, w_y,
+    w_sigma, residual)`` per row, with ``residual = (T(m) - T(y)) / sigma``.
+    """
+
+    def __init__(self, m, trafo, dist):
+        m = np.asarray(m, dtype=np.float64)
+        self.trafo = np.asarray(trafo)
+        self.Tm = transform(m, self.trafo)
+        self.logjac = np.zeros_like(m)
+        self.log_rows = np.flatnonzero(self.trafo != 0)
+        self.log10_rows = np.flatnonzero(self.trafo == 2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.logjac[self.trafo == 1] = np.log(m[self.trafo == 1])
+            self.logjac[self.log10_rows] = np.log(m[self.log10_rows] * _LN10)
+        self.normal = np.asarray(dist) == 0
+        self.all_normal = bool(np.all(self.normal))
+        self.w_sigma_num = np.where(self.normal, 2.0, 1.0)
+
+    def terms(self, y, sigma):
+        y = np.asarray(y, dtype=np.float64)
+        s = np.asarray(sigma, dtype=np.float64)
+        Ty = y.copy()
+        dT = np.ones_like(y)
+        if self.log_rows.size:
+            lr = self.log_rows
+            Ty[lr] = np.log(y[lr])
+            dT[lr] = 1.0 / y[lr]
+            Ty[self.log10_rows] /= _LN10
+            dT[self.log10_rows] /= _LN10
+        d = self.Tm - Ty
+        r = d / s
+        rr = r * r
+        if self.all_normal:
+            llh = -0.5 * np.log(2.0 * np.pi * s * s) - 0.5 * rr - self.logjac
+            dllh_dy = r / s * dT
+            dllh_ds = (rr - 1.0) / s
+        else:
+            normal = self.normal
+            llh = np.where(normal, -0.5 * np.log(2.0 * np.pi * s * s) - 0.5 * rr,
+                           -np.log(2.0 * s) - np.abs(r)) - self.logjac
+            # d llh / d T(y): normal r/s, laplace sign(d)/s
+            dllh_dy = np.where(normal, r / s, np.sign(d) / s) * dT
+            dllh_ds = np.where(normal, (rr - 1.0) / s, (np.abs(r) - 1.0) / s)
+        w_y = (dT / s) ** 2
+        w_s = self.w_sigma_num / (s * s)
+        return llh, rr, dllh_dy, dllh_ds, w_y, w_s, r

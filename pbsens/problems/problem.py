@@ -61,32 +61,103 @@ class EvaluationResult:
     residuals: np.ndarray = None
     sigmas: np.ndarray = None
 
+    def __getattribute__(self, name):
+        # the table is built on first access (pandas costs more than a whole small evaluation)
+        v = object.__getattribute__(self, name)
+        if name == "simulations" and isinstance(v, _LazyTable):
+            v = v.build()
+            object.__setattr__(self, "simulations", v)
+        return v
+
     def __repr__(self):
         g = "" if self.gradient is None else f", |gradient| = {np.linalg.norm(self.gradient):.4g}"
         return f"<EvaluationResult llh = {self.llh:.10g}, chi2 = {self.chi2:.6g}{g}>"
 
 
-_DEFAULTS = dict(solver="LSODA", rtol=1e-8, atol=1e-10)
-_FS_DEFAULTS = dict(solver="BDF", rtol=1e-8, atol=1e-10)
+class _LazyTable:
+    """The simulation table of one evaluation, built when first read (see EvaluationResult)."""
+
+    __slots__ = ("problem", "y")
+
+    def __init__(self, problem, y):
+        self.problem, self.y = problem, y
+
+    def build(self):
+        return self.problem._simulation_table(self.y)
 
 
-def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts):
+#: Default solver options of :meth:`Problem.evaluate` for the post-hoc methods (and for every method
+#: without sensitivities): the compiled Rodas5P state solver. Chosen from benchmarks/bench_petab.py
+#: (docs/PERFORMANCE.md): on Boehm, Fujita and Brannmark the llh is within 1e-4 of the reference values,
+#: 3-6x faster than LSODA.
+_DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
+#: Sub-steps of the march per Rodas5P step, per method (others: the library's DEFAULT_SUBSTEPS, 4).
+#: exp2 (second order) on the solver's own grid keeps the gradient within 1.1e-3 (max-norm relative)
+#: of central finite differences on the three problems; 4 sub-steps cut that to <= 2e-4 at 2-3x the
+#: march's cost. pbsr (first order in the step) needs the 4: with 1 its error on Boehm is 2e-2.
+_METHOD_SUBSTEPS = {"exp2": 1}
+#: Default of ``method="fs"``: the compiled augmented Rodas5P solve (gradient error <= 1e-7 on the
+#: three problems; BDF took 10-20x longer).
+_FS_DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
+#: Options only scipy's solvers take: given without a ``solver``, they select scipy's (LSODA; BDF for fs).
+_SCIPY_ONLY_OPTIONS = ("max_nfev",)
+
+
+def _options(method, sensitivities, solver_options):
+    """The solver options of one evaluation: the defaults above, updated by the caller's."""
+    fs = method == "fs"
+    opts = dict(_FS_DEFAULTS if fs and sensitivities else _DEFAULTS)
+    if not fs and method in _METHOD_SUBSTEPS:
+        opts["substeps"] = _METHOD_SUBSTEPS[method]
+    if "solver" not in solver_options and any(k in solver_options for k in _SCIPY_ONLY_OPTIONS):
+        opts["solver"] = "BDF" if fs and sensitivities else "LSODA"
+    opts.update(solver_options)
+    return opts
+
+
+def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None, key=None):
     """States (K, nx) and sensitivities (K, nx, np) at ``times`` (plus the steady state
-    when ``has_inf``), from ``pbsens.problems.simulate`` when present."""
+    when ``has_inf``), from ``pbsens.problems.simulate`` when present.
+
+    ``checked``: a set of option signatures ``key`` (hashable: method, sensitivities and
+    the options) that :func:`simulate` has accepted before on this model; for those,
+    its argument checks are skipped (``run_checked``).
+    """
     try:
-        from .simulate import simulate
+        from .simulate import run_checked, simulate, split_options
     except ImportError:
         simulate = None
     t_eval = np.concatenate([times, [np.inf]]) if has_inf else times
     if simulate is not None:
         opts = dict(opts)
-        opts.setdefault("steady_state_options", {k: opts[k] for k in ("rtol", "atol") if k in opts})
+        opts.setdefault("steady_state_options", _ss_options(opts))
+        if checked is None or key is None:
+            key = None
+        elif key in checked and np.all(np.isfinite(p)) and np.all(np.isfinite(x0)):
+            rest = dict(opts)
+            solver, rtol, atol = rest.pop("solver", None), rest.pop("rtol", 1e-8), rest.pop("atol", 1e-10)
+            ss = rest.pop("steady_state_options")
+            r = run_checked(model, t_eval, p, np.array(x0, dtype=np.float64), S0, 0.0, method, sens, solver,
+                            rtol, atol, ss, *split_options(rest))
+            return r.x, r.S
         r = simulate(model, t_eval, p, x0=x0, S0=S0, t0=0.0, method=method, sensitivities=sens, **opts)
+        if key is not None:
+            checked.add(key)
         return np.asarray(r.x), (None if r.S is None else np.asarray(r.S))
     if has_inf:
         raise PbsensError("measurements at t = inf need pbsens.problems.simulate (steady states), which "
                           "this build lacks")
     return _simulate_basic(model, times, p, x0, S0, method, sens, opts)
+
+
+def _signature(method, sens, opts):
+    """A hashable signature of one evaluation's simulation options, or None (e.g. array tolerances)."""
+    try:
+        key = (method, bool(sens), tuple(sorted(opts.items())))
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _simulate_basic(model, times, p, x0, S0, method, sens, opts):
@@ -119,13 +190,21 @@ def _simulate_basic(model, times, p, x0, S0, method, sens, opts):
     return x, S
 
 
+def _ss_options(opts):
+    """Steady-state options from the evaluation's: its tolerances, and its state solver for the approach."""
+    ss = {k: opts[k] for k in ("rtol", "atol") if k in opts}
+    if isinstance(opts.get("solver"), str):
+        ss["solver"] = opts["solver"]
+    return ss
+
+
 def _steady_state(model, p, x0, S0, sens, opts):
     try:
         from .steady_state import steady_state
     except ImportError:
         raise PbsensError("preequilibration needs pbsens.problems.steady_state, which this build lacks") \
             from None
-    ss = {k: opts[k] for k in ("rtol", "atol") if k in opts}
+    ss = _ss_options(opts)
     ss.update(opts.get("steady_state_options") or {})
     x, S = steady_state(model, p, x0, S0, sensitivities=sens, **ss)
     return np.asarray(x), (None if S is None else np.asarray(S))
@@ -169,7 +248,10 @@ class Problem:
                              estimated["lower"], estimated["upper"], self.parameter_ids)
         self.conditions = [(f"{p.preeq_id}:{p.sim_id}" if p.preeq_id else p.sim_id) for p in plans]
         self._groups = [_group_rows(p, rows) for p in plans]
+        self._maps = [_output_maps(p, g, rows) for p, g in zip(plans, self._groups)]
         self._ss_cache = {}
+        self._noise = noise.MeasurementModel(rows["measurement"], rows["trafo"], rows["dist"])
+        self._checked = set()        # option signatures simulate() has accepted (then it is not re-checked)
 
     # ---------------------------------------------------------------- build
     @classmethod
@@ -225,9 +307,13 @@ class Problem:
             ...) or ``"fs"`` (forward sensitivities).
         **solver_options
             ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods, and
-            every method with ``sensitivities=False``; default LSODA, 1e-8, 1e-10) or
-            of the joint solve (``"fs"``; default BDF, 1e-8, 1e-10), and any other
+            every method with ``sensitivities=False``; default ``"rodas5p"``, 1e-8,
+            1e-10; for ``"exp2"`` also ``substeps=1``, the march on the solver's own
+            grid, for the other post-hoc methods the library's 4 sub-steps) or of the
+            joint solve (``"fs"``; default ``"rodas5p"``, 1e-8, 1e-10), and any other
             option the simulation accepts (:func:`pbsens.problems.simulate.simulate`).
+            ``max_nfev`` without a ``solver`` selects scipy's LSODA (BDF for ``"fs"``),
+            the solvers that take it.
 
         Returns
         -------
@@ -254,8 +340,12 @@ class Problem:
         if method != "fs" and method not in METHODS:
             raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
         th = self._theta(theta)
-        opts = dict(_FS_DEFAULTS if method == "fs" and sensitivities else _DEFAULTS)
-        opts.update(solver_options)
+        opts = _options(method, sensitivities, solver_options)
+        from ..threads import blas_single_thread
+        with blas_single_thread():     # once per evaluation, not once per solve inside it
+            return self._evaluate(th, method, sensitivities, opts)
+
+    def _evaluate(self, th, method, sensitivities, opts):
         t_all = time.perf_counter()
         p_lin = unscale(th, self._scales)
         dpdth = dunscale(th, self._scales)
@@ -269,9 +359,6 @@ class Problem:
         timing = {}
         c = model.constants
         fns = model.fns
-        yb = np.empty(ny)
-        Jx = np.empty((ny, nx))
-        Jp = np.empty((ny, npar))
         self._ss_cache = {}          # preequilibrations of this evaluation
         for ci, plan in enumerate(self._plans):
             name = self.conditions[ci]
@@ -284,26 +371,31 @@ class Problem:
                 if "NaN" in str(exc) or "inf" in str(exc):
                     raise SolverError(f"condition {name!r}: {exc}") from None
                 raise
-            tk = np.concatenate([plan.times, [np.inf]]) if plan.has_inf else plan.times
-            # one evaluation of the outputs per output time and placeholder values (rows grouped)
-            for k, grp, gfixed, gest in self._groups[ci]:
-                pr = np.where(gest >= 0, p_lin[np.maximum(gest, 0)] if th.size else 0.0, gfixed)
-                tt = float(tk[k]) if np.isfinite(tk[k]) else 0.0
-                xk = np.ascontiguousarray(x[k])
-                fns.out_into(tt, xk, pr, c, yb)
-                oy, osg = rows["out_y"][grp], rows["out_sigma"][grp]
-                y[grp], sig[grp] = yb[oy], yb[osg]
-                if sensitivities:
-                    fns.out_jac_x_into(tt, xk, pr, c, Jx)
-                    fns.out_jac_p_into(tt, xk, pr, c, Jp)
-                    Sk = S[k]
-                    dy[grp] = Jx[oy] @ Sk + Jp[oy]
-                    ds[grp] = Jx[osg] @ Sk + Jp[osg]
+            # one evaluation of the outputs per output time and placeholder values (rows grouped, index
+            # maps built once per problem: _output_maps), then all rows of the condition at once
+            mp = self._maps[ci]
+            P = np.where(mp["est"] >= 0, p_lin[np.maximum(mp["est"], 0)], mp["fixed"]) if th.size \
+                else np.where(mp["est"] >= 0, 0.0, mp["fixed"])
+            G = mp["k"].size
+            Yb = np.empty((G, ny))
+            for g in range(G):
+                fns.out_into(mp["t"][g], x[mp["k"][g]], P[g], c, Yb[g])
+            rr, rg = mp["rows"], mp["g"]
+            y[rr] = Yb[rg, mp["oy"]]
+            sig[rr] = Yb[rg, mp["os"]]
+            if sensitivities:
+                JX = np.empty((G, ny, nx))
+                JP = np.empty((G, ny, npar))
+                for g in range(G):
+                    fns.out_jac_x_into(mp["t"][g], x[mp["k"][g]], P[g], c, JX[g])
+                    fns.out_jac_p_into(mp["t"][g], x[mp["k"][g]], P[g], c, JP[g])
+                Sr = S[mp["k"][rg]]
+                dy[rr] = np.matmul(JX[rg, mp["oy"]][:, None, :], Sr)[:, 0, :] + JP[rg, mp["oy"]]
+                ds[rr] = np.matmul(JX[rg, mp["os"]][:, None, :], Sr)[:, 0, :] + JP[rg, mp["os"]]
             timing[name] = time.perf_counter() - t0
             plan.timing = timing[name]
         self._check_outputs(y, sig)
-        llh_i, chi2_i, g_y, g_s, w_y, w_s = noise.terms(rows["measurement"], y, sig, rows["trafo"], rows["dist"])
-        transform_m = noise.transform(rows["measurement"], rows["trafo"])
+        llh_i, chi2_i, g_y, g_s, w_y, w_s, resid = self._noise.terms(y, sig)
         llh = float(np.sum(llh_i))
         chi2 = float(np.sum(chi2_i))
         grad = fim = None
@@ -317,17 +409,19 @@ class Problem:
         self._ss_cache = {}
         timing["total"] = time.perf_counter() - t_all
         return EvaluationResult(llh=llh, chi2=chi2, gradient=grad, fim=fim,
-                                simulations=self._simulation_table(y), timing=timing, theta=th,
-                                residuals=(transform_m - noise.transform(y, rows["trafo"])) / sig,
+                                simulations=_LazyTable(self, y), timing=timing, theta=th,
+                                residuals=resid,
                                 sigmas=sig)
 
     def _to_theta(self, d, dpdth):
         """``(R, np)`` derivatives w.r.t. model parameters -> ``(R, d)`` w.r.t. theta."""
-        est = self._rows["est"]
+        if getattr(self, "_theta_map", None) is None:     # index maps, once per problem
+            est = self._rows["est"]
+            mask = est >= 0
+            r_idx, j_idx = np.nonzero(mask)
+            self._theta_map = (r_idx, j_idx, est[mask])
+        r_idx, j_idx, k_idx = self._theta_map
         out = np.zeros((d.shape[0], self.dim))
-        mask = est >= 0
-        r_idx, j_idx = np.nonzero(mask)
-        k_idx = est[mask]
         np.add.at(out, (r_idx, k_idx), d[r_idx, j_idx] * dpdth[k_idx])
         return out
 
@@ -369,10 +463,14 @@ class Problem:
                     S0[i, j] = 1.0
         if not sens:
             S0 = None
-        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts)
+        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts,
+                         getattr(self, "_checked", None), _signature(method, sens, opts))
 
     def _check_outputs(self, y, sig):
         rows, files = self._rows, self.files
+        if np.all(sig > 0) and np.all(np.isfinite(sig)) and np.all(np.isfinite(y)) \
+                and np.all(y[rows["trafo"] != 0] > 0):
+            return
         from .petab import PetabError, _where
         bad = np.flatnonzero(~(sig > 0) | ~np.isfinite(sig))
         if bad.size:
@@ -423,6 +521,27 @@ class Problem:
         proposal. ``options`` go to :meth:`evaluate` (e.g. ``method="fs"``).
         """
         return _ProblemPosterior(self, options)
+
+
+def _output_maps(plan, groups, rows):
+    """Index maps of one condition's output evaluation (from :func:`_group_rows`), built once.
+
+    ``k``, ``t``: output-time index and time of each group (``inf`` evaluated at 0);
+    ``est``, ``fixed`` (G, np): each group's parameter map; ``rows``: the
+    condition's measurement rows, ``g`` their group, ``oy``/``os`` the model
+    outputs holding their observable and noise parameter.
+    """
+    tk = np.concatenate([plan.times, [np.inf]]) if plan.has_inf else np.asarray(plan.times, dtype=np.float64)
+    ks = np.array([k for k, _, _, _ in groups], dtype=np.int64)
+    est = np.array([e for _, _, _, e in groups], dtype=np.int64).reshape(len(groups), -1)
+    fixed = np.array([f for _, _, f, _ in groups], dtype=np.float64).reshape(len(groups), -1)
+    members = [grp for _, grp, _, _ in groups]
+    r = np.concatenate(members).astype(np.int64) if members else np.empty(0, dtype=np.int64)
+    g = np.concatenate([np.full(len(m), i, dtype=np.int64) for i, m in enumerate(members)]) if members \
+        else np.empty(0, dtype=np.int64)
+    t = np.array([float(tk[k]) if np.isfinite(tk[k]) else 0.0 for k in ks], dtype=np.float64)
+    return {"k": ks, "t": t, "est": est, "fixed": fixed, "rows": r, "g": g,
+            "oy": np.asarray(rows["out_y"])[r], "os": np.asarray(rows["out_sigma"])[r]}
 
 
 def _group_rows(plan, rows):

@@ -56,10 +56,10 @@ from ..errors import PbsensError, SolverError
 from ..solvers.trajectory import check_time
 from .steady_state import steady_state
 
-__all__ = ["simulate", "Simulation", "SENSITIVITY_OPTIONS"]
+__all__ = ["simulate", "run_checked", "split_options", "Simulation", "SENSITIVITY_OPTIONS"]
 
 #: Options of :func:`pbsens.sensitivities` that ``simulate(**options)`` passes on to it.
-SENSITIVITY_OPTIONS = ("n_factor", "n_max", "eq_tol", "norm", "interpolation", "reuse_tol")
+SENSITIVITY_OPTIONS = ("n_factor", "n_max", "eq_tol", "norm", "interpolation", "reuse_tol", "substeps")
 #: Options of :func:`pbsens.forward_sensitivities` (beyond the solver's) for ``method="fs"``.
 FORWARD_OPTIONS = ("jacobian",)
 _SHIFT = 64 * np.finfo(float).eps
@@ -170,24 +170,36 @@ def _apply_event(model, k, tau, x, S, p, dtau, t_after):
     return xn, S
 
 
-def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts):
+def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts,
+             checked=False):
     """Integrate ``[a, b]``; return (x at outs (n, nx), S at outs or None, x(b), S(b))."""
     from .. import forward_sensitivities, sensitivities, solve_states
     times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
+    if checked and solver == "rodas5p" and not (method == "fs" and sens):
+        solve_states = _solve_rodas5p   # noqa: F811  (arguments checked by an earlier simulate call)
     if method == "fs" and sens:
         r = forward_sensitivities(model, (a, b), t_eval=times, p=p, x0=x, S0=S, method=solver or "BDF",
                                   rtol=rtol, atol=atol, **fs_opts, **solver_opts)
         X, SS = r.x, r.S
     else:
+        from ..sensitivities import DEFAULT_SUBSTEPS
+        solver = solver or "LSODA"
         interp = sens_opts.get("interpolation", "linear")
-        tr = solve_states(model, (a, b), t_eval=times, p=p, x0=x, method=solver or "LSODA", rtol=rtol, atol=atol,
-                          dense_output=interp == "dense", **solver_opts)
+        substeps = sens_opts.get("substeps") or DEFAULT_SUBSTEPS.get(solver, 1)
+        # dense output only when the march needs it (interpolated outputs, or a refined grid, e.g. rodas5p's)
+        tr = solve_states(model, (a, b), t_eval=times, p=p, x0=x, method=solver, rtol=rtol, atol=atol,
+                          dense_output=interp == "dense" or (sens and substeps > 1), **solver_opts)
         X = tr.x[tr.eval_index]
         SS = None
         if sens:
             SS = sensitivities(model, tr, method=method, S0=S, **sens_opts).S
     idx = np.searchsorted(times, np.clip(outs, a, b))
     return X[idx], (SS[idx] if SS is not None else None), X[-1].copy(), (SS[-1].copy() if SS is not None else None)
+
+
+def _solve_rodas5p(model, t_span, *, method, **kwargs):
+    from ..solvers.rosenbrock import solve_rosenbrock
+    return solve_rosenbrock(model, t_span, **kwargs)
 
 
 def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", sensitivities=True,
@@ -225,7 +237,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         for ``inf`` outputs (``strategy``, ``rtol``, ``atol``, ``max_time``, ...).
     **options
         ``n_factor``, ``n_max``, ``eq_tol``, ``norm``, ``interpolation``,
-        ``reuse_tol`` go to :func:`pbsens.sensitivities`; ``jacobian`` to
+        ``reuse_tol``, ``substeps`` go to :func:`pbsens.sensitivities`; ``jacobian`` to
         :func:`pbsens.forward_sensitivities`; anything else to the solver
         (``max_step``, ``first_step``, ...).
 
@@ -264,7 +276,31 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         raise PbsensError(f"options {sorted(sens_opts)} apply to the post-hoc methods, not to method='fs'")
     if method != "fs" and fs_opts:
         raise PbsensError(f"options {sorted(fs_opts)} apply to method='fs' only")
+    return run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady_state_options,
+                       sens_opts, fs_opts, solver_opts, checked=False, t_start=t_start)
 
+
+def split_options(options):
+    """``(sensitivity options, forward-sensitivity options, solver options)`` of ``simulate(**options)``."""
+    return ({k: v for k, v in options.items() if k in SENSITIVITY_OPTIONS},
+            {k: v for k, v in options.items() if k in FORWARD_OPTIONS},
+            {k: v for k, v in options.items() if k not in SENSITIVITY_OPTIONS and k not in FORWARD_OPTIONS})
+
+
+def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady_state_options, sens_opts,
+                fs_opts, solver_opts, checked=True, t_start=None) -> Simulation:
+    """:func:`simulate` on arguments it has already validated.
+
+    For callers that simulate the same model with the same options many times
+    (:meth:`pbsens.problems.Problem.evaluate` after its first evaluation): ``te``
+    sorted float array, ``p`` and ``x`` finite float arrays of the model's sizes,
+    ``S`` an (nx, np) array or None, the options split by :func:`split_options`
+    and accepted once by :func:`simulate`. With ``checked=True`` the compiled
+    Rodas5P solver is called without ``solve_states``'s argument checks.
+    """
+    if t_start is None:
+        t_start = time.perf_counter()
+    nx, np_ = model.n_states, model.n_params
     finite = te[np.isfinite(te)]
     t_last = float(finite[-1]) if finite.size else t0
     stops, at_start, start_shift = _stops(model, p, t0, t_last)
@@ -295,7 +331,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         if b > a:
             t1 = time.perf_counter()
             Xs, Ss, x, S_end = _segment(model, a, b, finite[sel], x, S, p, method, sens, solver, rtol, atol,
-                                        sens_opts, fs_opts, solver_opts)
+                                        sens_opts, fs_opts, solver_opts, checked)
             seg_time += time.perf_counter() - t1
             spans.append((a, b))
             X_out[sel] = Xs
