@@ -8,14 +8,18 @@ differences of the llh (step 1e-4 on the parameter scale, solver rtol 1e-12,
 atol 1e-14), relative in max-norm, at the nominal parameters shifted by +-0.1
 on their scale (at the optimum the gradient is a sum of cancelling terms).
 
-When AMICI is importable (``pip install amici``; the optional ``bench`` seam
-:func:`amici_times`), its llh and forward-sensitivity llh + gradient on the same
-problem are timed in the same run, at AMICI's defaults (CVODES BDF, rtol 1e-8,
-atol 1e-16).
+When AMICI is set up (its own Python >= 3.12 environment, given by
+``--amici-python PATH`` or ``$PBSENS_AMICI_PYTHON``; docs/PERFORMANCE.md), its llh
+and llh + gradient with forward and with adjoint sensitivities on the same
+problem are timed in the same run (:func:`amici_times`, through
+``benchmarks/amici_bridge.py``), at AMICI's defaults (CVODES BDF, rtol 1e-8,
+atol 1e-16), with the solver time AMICI reports and its gradient's error against
+the same finite differences. ``--amici-out DIR`` keeps AMICI's raw JSON.
 
 Run from the repository root::
 
-    python benchmarks/bench_petab.py [--repeats 5] [--problems Boehm_JProteomeRes2014 ...]
+    python benchmarks/bench_petab.py [--repeats 5] [--problems Boehm_JProteomeRes2014 ...] \
+        [--amici-python PATH] [--amici-out benchmarks/results]
 """
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from amici_bridge import add_amici_argument  # benchmarks/ (the script's folder is on sys.path)
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "petab"
 PROBLEMS = ["Boehm_JProteomeRes2014", "Fujita_SciSignal2010", "Brannmark_JBC2010"]
@@ -53,32 +59,54 @@ def fd_gradient(problem, theta):
     return g
 
 
-def amici_times(yaml_path, repeats):
-    """``{"llh": s, "llh+grad": s, "llh_value": v}`` with AMICI, or ``None`` when it is not installed.
+#: Python of an environment with AMICI (``--amici-python`` / $PBSENS_AMICI_PYTHON), set by main()
+AMICI_PYTHON = None
+#: folder for AMICI's raw JSON per problem (``--amici-out``), or None
+AMICI_OUT = None
 
-    The seam for the optional comparison: AMICI is not a dependency of pbsens.
+
+def amici_times(yaml_path, repeats, theta=None, g_fd=None):
+    """AMICI's numbers for one problem, or ``None`` when AMICI is not installed.
+
+    The seam for the optional comparison: AMICI is not a dependency of pbsens, and
+    AMICI 1.x needs Python >= 3.12, so it runs in its own environment through
+    ``benchmarks/amici_bridge.py`` / ``benchmarks/amici_side.py`` (docs/PERFORMANCE.md).
+    Returns seconds ``{"llh", "llh+grad" (forward), "llh+grad adjoint"}``, the solver
+    CPU times AMICI reports (``"cpu"``, seconds per mode), ``"llh_value"``,
+    ``"status"`` per mode, the gradient errors against ``g_fd`` at ``theta`` (a dict
+    id -> value on scale; ``"grad_err"`` per mode) and the whole parsed result (``"raw"``).
     """
-    try:
-        import amici  # noqa: F401
-        import amici.petab.petab_import as amici_import
-        import amici.petab.simulations as amici_sim
-        import petab.v1 as petab_v1
-    except ImportError:
+    import json
+    import tempfile
+
+    from amici_bridge import run_amici
+    args = ["petab", str(yaml_path), "--repeats", str(repeats)]
+    with tempfile.TemporaryDirectory() as tmp:
+        if theta is not None:
+            tf = Path(tmp) / "theta.json"
+            tf.write_text(json.dumps({k: float(v) for k, v in theta.items()}))
+            args += ["--theta-file", str(tf)]
+        raw_out = None if AMICI_OUT is None else Path(AMICI_OUT) / f"amici_petab_{Path(yaml_path).stem}.json"
+        res = run_amici(args, AMICI_PYTHON, raw_out=raw_out)
+    if res is None:
         return None
-    problem = petab_v1.Problem.from_yaml(str(yaml_path))
-    model = amici_import.import_petab_problem(problem)
-    solver = model.getSolver()
-    solver.setRelativeTolerance(1e-8)
-    solver.setAbsoluteTolerance(1e-16)
-
-    def run(order):
-        solver.setSensitivityOrder(order)
-        solver.setSensitivityMethod(amici.SensitivityMethod.forward)
-        return amici_sim.simulate_petab(problem, model, solver=solver)
-
-    out = {"llh": _median_time(lambda: run(amici.SensitivityOrder.none), repeats),
-           "llh+grad": _median_time(lambda: run(amici.SensitivityOrder.first), repeats)}
-    out["llh_value"] = float(run(amici.SensitivityOrder.none)["llh"])
+    runs = res["runs"]
+    keys = {"llh": "llh", "llh+grad": "llh+grad forward", "llh+grad adjoint": "llh+grad adjoint"}
+    out = {"raw": res, "status": {}, "cpu": {}, "grad_err": {}, "wall_petab": {}}
+    for key, mode in keys.items():
+        r = runs.get(mode, {})
+        out["status"][key] = r.get("status", "missing")
+        ok = r.get("status") == "ok"
+        out[key] = r["wall_ms"] / 1e3 if ok and r.get("wall_ms") is not None else None
+        out["wall_petab"][key] = r["wall_petab_ms"] / 1e3 if ok and r.get("wall_petab_ms") is not None else None
+        out["cpu"][key] = r["cpu_ms"] / 1e3 if ok and r.get("cpu_ms") is not None else None
+        at = r.get("at_theta") or {}
+        if g_fd is not None and at.get("gradient") is not None:
+            g = np.asarray(at["gradient"], dtype=float)
+            out["grad_err"][key] = float(np.max(np.abs(g - g_fd)) / np.max(np.abs(g_fd)))
+    out["llh_value"] = runs.get("llh", {}).get("llh")
+    solver = runs.get("llh", {}).get("solver", {})
+    out["rtol"], out["atol"] = solver.get("rtol"), solver.get("atol")
     return out
 
 
@@ -99,15 +127,38 @@ def bench(name, repeats):
         err = float(np.max(np.abs(g - g_fd)) / np.max(np.abs(g_fd)))
         rows.append(dict(problem=name, method=method, rtol=tol["rtol"], atol=tol["atol"], llh=res0.llh,
                          t_llh=t_llh, t_grad=t_grad, grad_err=err))
-    am = amici_times(yaml_path, repeats)
+    am = amici_times(yaml_path, repeats, theta=dict(zip(problem.parameter_ids, theta)), g_fd=g_fd)
     return rows, am, t_fd
+
+
+def amici_rows(name, am):
+    """Table rows of AMICI's numbers: wall time (compiled simulations; simulate_petab in brackets) and
+    the solver CPU time AMICI reports, per mode; a failed mode says so."""
+    def ms(key):
+        if am[key] is None:
+            return f"failed ({am['status'][key]})"
+        return (f"{1e3 * am[key]:.1f} [{1e3 * am['wall_petab'][key]:.1f}] "
+                f"(solver {1e3 * am['cpu'][key]:.1f})")
+
+    def err(key):
+        e = am["grad_err"].get(key)
+        return "" if e is None else f"{e:.1e}"
+    tol = f"{am['rtol']:.0e}, {am['atol']:.0e}" if am.get("rtol") is not None else "AMICI defaults"
+    llh = am["llh_value"]
+    llh = f"{llh:.6f}" if isinstance(llh, float) else str(llh)
+    return [f"| {name} | AMICI (forward) | {tol} | {llh} | {ms('llh')} | {ms('llh+grad')} | {err('llh+grad')} |",
+            f"| {name} | AMICI (adjoint) | {tol} | | | {ms('llh+grad adjoint')} | {err('llh+grad adjoint')} |"]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--problems", nargs="*", default=PROBLEMS)
+    add_amici_argument(ap)
+    ap.add_argument("--amici-out", default=None, help="save AMICI's raw JSON per problem in this folder")
     args = ap.parse_args(argv)
+    global AMICI_PYTHON, AMICI_OUT
+    AMICI_PYTHON, AMICI_OUT = args.amici_python, args.amici_out
     print("| problem | method | state/joint solver tol (rtol, atol) | llh at nominal | llh [ms] | "
           "llh + gradient [ms] | gradient error vs FD (max-norm rel.) |")
     print("|---|---|---|---|---|---|---|")
@@ -119,10 +170,13 @@ def main(argv=None):
         if am is None:
             print(f"| {name} | AMICI | not installed | | | | |", flush=True)
         else:
-            print(f"| {name} | AMICI (forward) | 1e-08, 1e-16 | {am['llh_value']:.6f} | {1e3 * am['llh']:.1f} | "
-                  f"{1e3 * am['llh+grad']:.1f} | |", flush=True)
+            for line in amici_rows(name, am):
+                print(line, flush=True)
     print(f"\nmedians of {args.repeats} runs after one warm-up; FD reference: central differences, step "
           f"{STEP} on the parameter scale, rtol {FD['rtol']}, atol {FD['atol']}")
+    print("AMICI: wall time of its compiled simulations of all conditions (run_simulations on prepared ExpData), "
+          "[in brackets: the public simulate_petab call, parameter mapping included], "
+          "(solver: CPU time AMICI reports, cpu_time_total summed over conditions); benchmarks/amici_side.py")
 
 
 if __name__ == "__main__":
