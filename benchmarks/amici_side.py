@@ -83,6 +83,11 @@ DEFAULT_CACHE = HERE / ".amici_cache"
 
 def _amici():
     """The AMICI modules used here, or exit with a clear message."""
+    # model compilation runs swig and cmake, which pip installs beside this interpreter; the
+    # environment need not be activated, so put its bin folder first on PATH
+    bindir = str(Path(sys.executable).parent)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     try:
         import amici
         import amici.sim.sundials as sundials
@@ -135,6 +140,14 @@ def _status_text(sundials, status):
         return sundials.simulation_status_to_str(int(status))
     except Exception:  # older or newer AMICI without the helper: the number is enough
         return str(int(status))
+
+
+def _messages(rdata, limit=6):
+    """AMICI's log messages of one simulation (CVODES's error text among them), at most ``limit``."""
+    out = []
+    for m in list(getattr(rdata, "messages", None) or [])[:limit]:
+        out.append(f"[{getattr(m, 'identifier', '')}] {getattr(m, 'message', m)}".strip())
+    return out
 
 
 def _solver_settings(solver):
@@ -220,9 +233,18 @@ def _petab_rdatas_summary(sundials, rdatas):
         st = int(rd.status)
         if st != sundials.AMICI_SUCCESS:
             fails.append({"condition": str(getattr(rd, "id", "") or ""), "status": st,
-                          "status_text": _status_text(sundials, st)})
+                          "status_text": _status_text(sundials, st), "messages": _messages(rd)})
         llh += float(rd.llh)
     return llh, tot, fails
+
+
+def _quiet_amici_logs():
+    """AMICI's loggers at WARNING: model import can leave them at DEBUG, and formatting the debug
+    messages of the parameter mapping on every simulate_petab call would be timed as AMICI's cost."""
+    import logging
+    for name in list(logging.root.manager.loggerDict):
+        if name == "amici" or name.startswith("amici."):
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _petab_at_theta(sundials, simulate_petab, problem, model, solver, edatas, theta, x_ids):
@@ -247,6 +269,7 @@ def run_petab(args):
     from amici.sim.sundials.petab.v1 import create_edatas, simulate_petab
 
     problem, model, name, compiled, t_import = _import_petab(petab_v1, args.yaml, args.cache_dir)
+    _quiet_amici_logs()
     conditions = problem.get_simulation_conditions_from_measurement_df()
     edatas = create_edatas(amici_model=model, petab_problem=problem, simulation_conditions=conditions)
     x_ids = list(problem.x_free_ids)
@@ -326,7 +349,7 @@ def run_petab(args):
         "n_conditions": len(edatas), "n_measurements": int(len(problem.measurement_df)),
         "n_states": int(model.nx_rdata), "n_model_parameters": int(model.np()),
         "estimated_parameter_ids": x_ids,
-        "nominal_scaled": _floats(problem.get_x_nominal(free=True, scaled=True)),
+        "nominal_scaled": _floats(problem.get_x_nominal(free=True, fixed=False, scaled=True)),
         "repeats": args.repeats,
         "timing": "medians over repeats after one warm-up; wall_ms: run_simulations on prepared ExpData; "
                   "wall_petab_ms: simulate_petab (mapping rebuilt per call); cpu_ms: sum over conditions "
@@ -381,6 +404,7 @@ def run_sbml(args):
     if not ts or any(b <= a for a, b in zip(ts, ts[1:])):
         sys.exit("amici_side.py: --t-eval must give at least one time, strictly increasing")
     model, name, compiled, t_import = _import_sbml(args.file, args.cache_dir)
+    _quiet_amici_logs()
     model.set_t0(ts[0] if args.t0 is None else args.t0)
     model.set_timepoints(ts)
     model.set_parameter_scale(sundials.ParameterScaling.none)
@@ -409,6 +433,8 @@ def run_sbml(args):
             cpu.append(float(rdata.cpu_time))
             cpu_total.append(float(rdata.cpu_time_total))
         bad = [s for s in statuses if s != sundials.AMICI_SUCCESS]
+        if bad:
+            entry["messages"] = _messages(rdata)
         entry.update(status="ok" if not bad else "failed",
                      status_text=_status_text(sundials, bad[0] if bad else statuses[-1]),
                      n_failed_runs=len(bad), wall_ms=_median(wall), cpu_ms=_median(cpu),
