@@ -178,6 +178,15 @@ def _environment(amici):
             "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
+def _shown_path(path):
+    """``path`` relative to the working directory when inside it, else its file name only."""
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return p.name
+
+
 def _write(out, payload):
     text = json.dumps(payload, indent=1, allow_nan=False)
     if out == "-":
@@ -344,7 +353,7 @@ def run_petab(args):
                                                 x_ids)
         runs[label] = entry
     payload = {
-        "mode": "petab", "problem": str(args.yaml), "model_name": name,
+        "mode": "petab", "problem": _shown_path(args.yaml), "model_name": name,
         "model_compiled_now": compiled, "import_seconds": t_import,
         "n_conditions": len(edatas), "n_measurements": int(len(problem.measurement_df)),
         "n_states": int(model.nx_rdata), "n_model_parameters": int(model.np()),
@@ -446,7 +455,7 @@ def run_sbml(args):
             entry["S"] = _encode(np.transpose(sx, (0, 2, 1)))   # (n_t, n_x, n_p) as pbsens
         runs.append(entry)
     payload = {
-        "mode": "sbml", "file": str(args.file), "model_name": name, "model_compiled_now": compiled,
+        "mode": "sbml", "file": _shown_path(args.file), "model_name": name, "model_compiled_now": compiled,
         "import_seconds": t_import, "t_eval": ts, "state_ids": state_ids, "parameter_ids": par_ids,
         "parameter_values": _floats(model.get_free_parameters()),
         "n_states_solver": int(model.nx_solver), "repeats": args.repeats,

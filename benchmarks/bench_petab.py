@@ -96,6 +96,13 @@ def amici_times(yaml_path, repeats, theta=None, g_fd=None):
     for key, mode in keys.items():
         r = runs.get(mode, {})
         out["status"][key] = r.get("status", "missing")
+        if r.get("failures"):
+            f = r["failures"]
+            n_cond = res.get("n_conditions", "?")
+            out["status"][key] = (f"{f[0].get('status_text', f[0].get('status'))} in "
+                                  f"{len({x.get('condition') for x in f})} of {n_cond} conditions")
+        elif r.get("error"):
+            out["status"][key] = r["error"][:80]
         ok = r.get("status") == "ok"
         out[key] = r["wall_ms"] / 1e3 if ok and r.get("wall_ms") is not None else None
         out["wall_petab"][key] = r["wall_petab_ms"] / 1e3 if ok and r.get("wall_petab_ms") is not None else None
