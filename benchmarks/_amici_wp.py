@@ -75,7 +75,8 @@ def amici_work_precision(name, m, ts, ref, rtols, repeats, amici_python=None, at
         s0_err = float(np.max(np.abs(S[0] - S0))) if np.isclose(ts[0], 0.0) else None
         E = pbsens.relative_error(SimpleNamespace(t=np.asarray(ts, dtype=float), S=S, x=x), ref)
         common = {"rtol": rtol, "atol": atol, "E_med": float(np.median(E)), "E_max": float(E.max()),
-                  "grid": run.get("numsteps", ""), "status": "ok", "S0_max_abs_err": s0_err}
+                  "grid": run.get("numsteps", ""), "status": "ok", "S0_max_abs_err": s0_err,
+                  "states_only": run.get("states_only")}
         rows.append({"config": WALL, "time": run["wall_ms"] / 1e3, **common})
         rows.append({"config": SOLVER, "time": run["cpu_ms"] / 1e3, **common})
         if lines is not None:

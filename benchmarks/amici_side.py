@@ -44,7 +44,9 @@ Modes
     Forward sensitivities ``S[k, i, j] = dx_i(t_k)/dp_j`` of every state with
     respect to every (free, constant) SBML parameter at the output times, one
     run per (rtol, atol) pair, timing the median wall time of
-    ``run_simulation`` and the solver CPU time AMICI reports (``cpu_time``).
+    ``run_simulation`` and the solver CPU time AMICI reports (``cpu_time``);
+    ``states_only`` times the state solve alone (no sensitivities) at the same
+    tolerances.
     ``S`` is written in state and parameter order of AMICI's model, with the
     ids (``state_ids``, ``parameter_ids``): the caller maps them by id. It is
     stored exactly, as base64 of little-endian float64 bytes
@@ -441,6 +443,25 @@ def run_sbml(args):
             wall.append(1e3 * (t1 - t0))
             cpu.append(float(rdata.cpu_time))
             cpu_total.append(float(rdata.cpu_time_total))
+        # the state solve alone at the same tolerances (no sensitivities), for the state-solver comparison
+        solver0 = model.create_solver()
+        solver0.set_sensitivity_order(sundials.SensitivityOrder.none)
+        solver0.set_relative_tolerance(rtol)
+        solver0.set_absolute_tolerance(atol)
+        if args.max_steps:
+            solver0.set_max_steps(args.max_steps)
+        wall0, cpu0, st0 = [], [], []
+        for rep in range(args.repeats + 1):
+            t0 = time.perf_counter()
+            rd0 = sundials.run_simulation(model, solver0)
+            t1 = time.perf_counter()
+            st0.append(int(rd0.status))
+            if rep:
+                wall0.append(1e3 * (t1 - t0))
+                cpu0.append(float(rd0.cpu_time))
+        entry["states_only"] = {"status": "ok" if all(v == sundials.AMICI_SUCCESS for v in st0) else "failed",
+                                "wall_ms": _median(wall0), "cpu_ms": _median(cpu0),
+                                "numsteps": int(np.asarray(rd0.numsteps)[-1])}
         bad = [s for s in statuses if s != sundials.AMICI_SUCCESS]
         if bad:
             entry["messages"] = _messages(rdata)
