@@ -48,7 +48,9 @@ Modes
     ``states_only`` times the state solve alone (no sensitivities) at the same
     tolerances.
     ``S`` is written in state and parameter order of AMICI's model, with the
-    ids (``state_ids``, ``parameter_ids``): the caller maps them by id. It is
+    SBML ids (``state_ids``, ``parameter_ids``; AMICI's own renaming of ids that
+    clash with its reserved symbols, ``k`` -> ``amici_k``, undone; AMICI's ids are
+    ``amici_state_ids``, ``amici_parameter_ids``): the caller maps them by id. It is
     stored exactly, as base64 of little-endian float64 bytes
     (``{"shape", "dtype", "base64"}``). Initial values given by SBML initial
     assignments that depend on parameters are handled by AMICI (``S`` at
@@ -394,6 +396,26 @@ def _import_sbml(path, cache_dir):
     return module.get_model(), name, compiled, time.perf_counter() - t0
 
 
+def _to_sbml_ids(amici_ids, path):
+    """AMICI's ids mapped back to the SBML ids they come from.
+
+    AMICI renames SBML ids that clash with its own symbols (``k`` becomes ``amici_k``);
+    the caller maps ``S`` by SBML id, so undo that renaming where it is unambiguous.
+    """
+    import libsbml
+    doc = libsbml.readSBMLFromFile(str(path))
+    m = doc.getModel()
+    sbml = {m.getSpecies(i).getId() for i in range(m.getNumSpecies())} | \
+           {m.getParameter(i).getId() for i in range(m.getNumParameters())}
+    out = []
+    for i in amici_ids:
+        if i not in sbml and i.startswith("amici_") and i[len("amici_"):] in sbml \
+                and i[len("amici_"):] not in amici_ids:
+            i = i[len("amici_"):]
+        out.append(i)
+    return out
+
+
 def _pairs(rtols, atols):
     if len(atols) == 1:
         atols = atols * len(rtols)
@@ -420,8 +442,10 @@ def run_sbml(args):
     model.set_timepoints(ts)
     model.set_parameter_scale(sundials.ParameterScaling.none)
     model.require_sensitivities_for_all_parameters()
-    state_ids = [str(s) for s in model.get_state_ids()]
-    par_ids = [str(s) for s in model.get_free_parameter_ids()]
+    amici_state_ids = [str(s) for s in model.get_state_ids()]
+    amici_par_ids = [str(s) for s in model.get_free_parameter_ids()]
+    state_ids = _to_sbml_ids(amici_state_ids, args.file)
+    par_ids = _to_sbml_ids(amici_par_ids, args.file)
     runs = []
     for rtol, atol in _pairs(args.rtol, args.atol):
         solver = model.create_solver()
@@ -478,6 +502,7 @@ def run_sbml(args):
     payload = {
         "mode": "sbml", "file": _shown_path(args.file), "model_name": name, "model_compiled_now": compiled,
         "import_seconds": t_import, "t_eval": ts, "state_ids": state_ids, "parameter_ids": par_ids,
+        "amici_state_ids": amici_state_ids, "amici_parameter_ids": amici_par_ids,
         "parameter_values": _floats(model.get_free_parameters()),
         "n_states_solver": int(model.nx_solver), "repeats": args.repeats,
         "timing": "medians over repeats after one warm-up; wall_ms: run_simulation; cpu_ms: "
