@@ -13,9 +13,11 @@ parameter order by id, its parameter values and ``S(t0)`` are checked against
 the model's (``m.p``, ``m.initial_sensitivity(p)``), and its error
 ``E_k = ||S_k - S_ref_k||_F / ||S_ref_k||_F`` is taken against the same tight
 reference as the pbsens curves (default ``forward_sensitivities(method="Radau",
-rtol=1e-10, atol=1e-12)``). Two rows per tolerance: "AMICI FS (wall)", the
-median wall time of AMICI's ``run_simulation`` call, and "AMICI FS (solver)",
-the solver CPU time AMICI reports (``ReturnData.cpu_time``).
+rtol=1e-10, atol=1e-12)``). Three rows per tolerance: "AMICI FS (wall)", the
+median wall time of AMICI's ``run_simulation`` call, "AMICI FS (process CPU)",
+the process CPU time of that call (its wall time on an idle machine: AMICI runs
+single-threaded here), and "AMICI FS (solver)", the solver CPU time AMICI reports
+(``ReturnData.cpu_time``, the forward integration only).
 """
 from __future__ import annotations
 
@@ -31,8 +33,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from amici_bridge import add_amici_argument, reorder, run_amici  # noqa: E402
 
-WALL, SOLVER = "AMICI FS (wall)", "AMICI FS (solver)"
-STYLES = {WALL: "x--", SOLVER: "+-."}
+WALL, PROC, SOLVER = "AMICI FS (wall)", "AMICI FS (process CPU)", "AMICI FS (solver)"
+STYLES = {WALL: "x--", PROC: "x:", SOLVER: "+-."}
 
 
 def amici_work_precision(name, m, ts, ref, rtols, repeats, amici_python=None, atol_factor=0.1, raw_out=None,
@@ -63,7 +65,7 @@ def amici_work_precision(name, m, ts, ref, rtols, repeats, amici_python=None, at
     for run in res["runs"]:
         rtol, atol = run["rtol"], run["atol"]
         if run.get("status") != "ok" or "S" not in run:
-            for cfg in (WALL, SOLVER):
+            for cfg in (WALL, PROC, SOLVER):
                 rows.append({"config": cfg, "rtol": rtol, "atol": atol, "time": None, "E_med": None,
                              "E_max": None, "grid": "", "status": run.get("status_text", run.get("status"))})
             if lines is not None:
@@ -78,9 +80,11 @@ def amici_work_precision(name, m, ts, ref, rtols, repeats, amici_python=None, at
                   "grid": run.get("numsteps", ""), "status": "ok", "S0_max_abs_err": s0_err,
                   "states_only": run.get("states_only")}
         rows.append({"config": WALL, "time": run["wall_ms"] / 1e3, **common})
+        if run.get("process_cpu_ms") is not None:
+            rows.append({"config": PROC, "time": run["process_cpu_ms"] / 1e3, **common})
         rows.append({"config": SOLVER, "time": run["cpu_ms"] / 1e3, **common})
         if lines is not None:
-            for r in rows[-2:]:
+            for r in rows[-3 if run.get("process_cpu_ms") is not None else -2:]:
                 lines.append(f"| {name} | {rtol:.0e} | {r['config']} | {r['time'] * 1e3:.2f} | {r['E_med']:.2e} "
                              f"| {r['E_max']:.2e} | {r['grid']} |")
                 print(lines[-1], flush=True)

@@ -92,7 +92,7 @@ def amici_times(yaml_path, repeats, theta=None, g_fd=None):
         return None
     runs = res["runs"]
     keys = {"llh": "llh", "llh+grad": "llh+grad forward", "llh+grad adjoint": "llh+grad adjoint"}
-    out = {"raw": res, "status": {}, "cpu": {}, "grad_err": {}, "wall_petab": {}}
+    out = {"raw": res, "status": {}, "cpu": {}, "grad_err": {}, "wall_petab": {}, "proc": {}}
     for key, mode in keys.items():
         r = runs.get(mode, {})
         out["status"][key] = r.get("status", "missing")
@@ -107,6 +107,7 @@ def amici_times(yaml_path, repeats, theta=None, g_fd=None):
         out[key] = r["wall_ms"] / 1e3 if ok and r.get("wall_ms") is not None else None
         out["wall_petab"][key] = r["wall_petab_ms"] / 1e3 if ok and r.get("wall_petab_ms") is not None else None
         out["cpu"][key] = r["cpu_ms"] / 1e3 if ok and r.get("cpu_ms") is not None else None
+        out["proc"][key] = r["process_cpu_ms"] / 1e3 if ok and r.get("process_cpu_ms") is not None else None
         at = r.get("at_theta") or {}
         if g_fd is not None and at.get("gradient") is not None:
             g = np.asarray(at["gradient"], dtype=float)
@@ -144,8 +145,9 @@ def amici_rows(name, am):
     def ms(key):
         if am[key] is None:
             return f"failed ({am['status'][key]})"
+        proc = "" if am["proc"].get(key) is None else f"process {1e3 * am['proc'][key]:.1f}, "
         return (f"{1e3 * am[key]:.1f} [{1e3 * am['wall_petab'][key]:.1f}] "
-                f"(solver {1e3 * am['cpu'][key]:.1f})")
+                f"({proc}solver {1e3 * am['cpu'][key]:.1f})")
 
     def err(key):
         e = am["grad_err"].get(key)
@@ -183,7 +185,8 @@ def main(argv=None):
           f"{STEP} on the parameter scale, rtol {FD['rtol']}, atol {FD['atol']}")
     print("AMICI: wall time of its compiled simulations of all conditions (run_simulations on prepared ExpData), "
           "[in brackets: the public simulate_petab call, parameter mapping included], "
-          "(solver: CPU time AMICI reports, cpu_time_total summed over conditions); benchmarks/amici_side.py")
+          "(process: process CPU time of the run_simulations call, i.e. its wall time on an idle machine; "
+          "solver: CPU time AMICI reports, cpu_time_total summed over conditions); benchmarks/amici_side.py")
 
 
 if __name__ == "__main__":
