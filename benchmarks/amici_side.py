@@ -283,7 +283,6 @@ def _petab_at_theta(sundials, simulate_petab, problem, model, solver, edatas, th
 
 def run_petab(args):
     amici, sundials = _amici()
-    import numpy as np
     import petab.v1 as petab_v1
     from amici.sim.sundials.petab.v1 import create_edatas, simulate_petab
 
@@ -379,7 +378,6 @@ def run_petab(args):
         "runs": runs,
         "environment": _environment(amici),
     }
-    np.seterr(all="ignore")
     _write(args.out, payload)
     return payload
 
