@@ -12,14 +12,18 @@ per problem repeats exp2 with the earlier default (scipy's LSODA, rtol 1e-8,
 atol 1e-10, the march on LSODA's own grid), so that
 the speed-up is a ratio within one run; ``--no-baseline`` leaves it out.
 
-When AMICI is importable (``pip install amici``; the optional ``bench`` seam
-:func:`amici_times`), its llh and forward-sensitivity llh + gradient on the same
-problem are timed in the same run, at AMICI's defaults (CVODES BDF, rtol 1e-8,
-atol 1e-16).
+When AMICI is set up (its own Python >= 3.12 environment, given by
+``--amici-python PATH`` or ``$PBSENS_AMICI_PYTHON``; docs/PERFORMANCE.md), its llh
+and llh + gradient with forward and with adjoint sensitivities on the same
+problem are timed in the same run (:func:`amici_times`, through
+``benchmarks/amici_bridge.py``), at AMICI's defaults (CVODES BDF, rtol 1e-8,
+atol 1e-16), with the solver time AMICI reports and its gradient's error against
+the same finite differences. ``--amici-out DIR`` keeps AMICI's raw JSON.
 
 Run from the repository root::
 
-    python -m benchmarks.bench_petab [--repeats 10] [--problems Boehm_JProteomeRes2014 ...]
+    python -m benchmarks.bench_petab [--repeats 10] [--problems Boehm_JProteomeRes2014 ...] \
+        [--amici-python PATH] [--amici-out benchmarks/results]
 
 The machine's load average is printed at the start and the end: on a shared
 machine the times are noisy; compare rows of one run.
@@ -32,6 +36,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+try:  # run as a script: the script's folder is on sys.path
+    from amici_bridge import add_amici_argument
+except ImportError:  # python -m benchmarks.bench_petab
+    from benchmarks.amici_bridge import add_amici_argument
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "petab"
 PROBLEMS = ["Boehm_JProteomeRes2014", "Fujita_SciSignal2010", "Brannmark_JBC2010"]
@@ -65,32 +74,65 @@ def fd_gradient(problem, theta):
     return g
 
 
-def amici_times(yaml_path, repeats):
-    """``{"llh": s, "llh+grad": s, "llh_value": v}`` with AMICI, or ``None`` when it is not installed.
+#: Python of an environment with AMICI (``--amici-python`` / $PBSENS_AMICI_PYTHON), set by main()
+AMICI_PYTHON = None
+#: folder for AMICI's raw JSON per problem (``--amici-out``), or None
+AMICI_OUT = None
 
-    The seam for the optional comparison: AMICI is not a dependency of pbsens.
+
+def amici_times(yaml_path, repeats, theta=None, g_fd=None):
+    """AMICI's numbers for one problem, or ``None`` when AMICI is not installed.
+
+    The seam for the optional comparison: AMICI is not a dependency of pbsens, and
+    AMICI 1.x needs Python >= 3.12, so it runs in its own environment through
+    ``benchmarks/amici_bridge.py`` / ``benchmarks/amici_side.py`` (docs/PERFORMANCE.md).
+    Returns seconds ``{"llh", "llh+grad" (forward), "llh+grad adjoint"}``, the solver
+    CPU times AMICI reports (``"cpu"``, seconds per mode), ``"llh_value"``,
+    ``"status"`` per mode, the gradient errors against ``g_fd`` at ``theta`` (a dict
+    id -> value on scale; ``"grad_err"`` per mode) and the whole parsed result (``"raw"``).
     """
+    import json
+    import tempfile
+
     try:
-        import amici  # noqa: F401
-        import amici.petab.petab_import as amici_import
-        import amici.petab.simulations as amici_sim
-        import petab.v1 as petab_v1
+        from amici_bridge import run_amici
     except ImportError:
+        from benchmarks.amici_bridge import run_amici
+    args = ["petab", str(yaml_path), "--repeats", str(repeats)]
+    with tempfile.TemporaryDirectory() as tmp:
+        if theta is not None:
+            tf = Path(tmp) / "theta.json"
+            tf.write_text(json.dumps({k: float(v) for k, v in theta.items()}))
+            args += ["--theta-file", str(tf)]
+        raw_out = None if AMICI_OUT is None else Path(AMICI_OUT) / f"amici_petab_{Path(yaml_path).stem}.json"
+        res = run_amici(args, AMICI_PYTHON, raw_out=raw_out)
+    if res is None:
         return None
-    problem = petab_v1.Problem.from_yaml(str(yaml_path))
-    model = amici_import.import_petab_problem(problem)
-    solver = model.getSolver()
-    solver.setRelativeTolerance(1e-8)
-    solver.setAbsoluteTolerance(1e-16)
-
-    def run(order):
-        solver.setSensitivityOrder(order)
-        solver.setSensitivityMethod(amici.SensitivityMethod.forward)
-        return amici_sim.simulate_petab(problem, model, solver=solver)
-
-    out = {"llh": _median_time(lambda: run(amici.SensitivityOrder.none), repeats),
-           "llh+grad": _median_time(lambda: run(amici.SensitivityOrder.first), repeats)}
-    out["llh_value"] = float(run(amici.SensitivityOrder.none)["llh"])
+    runs = res["runs"]
+    keys = {"llh": "llh", "llh+grad": "llh+grad forward", "llh+grad adjoint": "llh+grad adjoint"}
+    out = {"raw": res, "status": {}, "cpu": {}, "grad_err": {}, "wall_petab": {}, "proc": {}}
+    for key, mode in keys.items():
+        r = runs.get(mode, {})
+        out["status"][key] = r.get("status", "missing")
+        if r.get("failures"):
+            f = r["failures"]
+            n_cond = res.get("n_conditions", "?")
+            out["status"][key] = (f"{f[0].get('status_text', f[0].get('status'))} in "
+                                  f"{len({x.get('condition') for x in f})} of {n_cond} conditions")
+        elif r.get("error"):
+            out["status"][key] = r["error"][:80]
+        ok = r.get("status") == "ok"
+        out[key] = r["wall_ms"] / 1e3 if ok and r.get("wall_ms") is not None else None
+        out["wall_petab"][key] = r["wall_petab_ms"] / 1e3 if ok and r.get("wall_petab_ms") is not None else None
+        out["cpu"][key] = r["cpu_ms"] / 1e3 if ok and r.get("cpu_ms") is not None else None
+        out["proc"][key] = r["process_cpu_ms"] / 1e3 if ok and r.get("process_cpu_ms") is not None else None
+        at = r.get("at_theta") or {}
+        if g_fd is not None and at.get("gradient") is not None:
+            g = np.asarray(at["gradient"], dtype=float)
+            out["grad_err"][key] = float(np.max(np.abs(g - g_fd)) / np.max(np.abs(g_fd)))
+    out["llh_value"] = runs.get("llh", {}).get("llh")
+    solver = runs.get("llh", {}).get("solver", {})
+    out["rtol"], out["atol"] = solver.get("rtol"), solver.get("atol")
     return out
 
 
@@ -124,8 +166,32 @@ def bench(name, repeats, baseline=True):
         rows.append(dict(problem=name, method=label, solver=eff["solver"], rtol=eff["rtol"], atol=eff["atol"],
                          substeps=eff.get("substeps"), llh=res0.llh, t_llh=t_llh, t_grad=t_grad, c_llh=c_llh, c_grad=c_grad,
                          grad_err=err))
-    am = amici_times(yaml_path, repeats)
+    am = amici_times(yaml_path, repeats, theta=dict(zip(problem.parameter_ids, theta)), g_fd=g_fd)
     return rows, am, t_fd
+
+
+def amici_rows(name, am):
+    """Table rows of AMICI's numbers: wall time (compiled simulations; simulate_petab in brackets) and
+    the solver CPU time AMICI reports, per mode; a failed mode says so."""
+    def ms(key):
+        if am[key] is None:
+            return f"failed ({am['status'][key]})"
+        proc = "" if am["proc"].get(key) is None else f"process {1e3 * am['proc'][key]:.1f}, "
+        return (f"{1e3 * am[key]:.1f} [{1e3 * am['wall_petab'][key]:.1f}] "
+                f"({proc}solver {1e3 * am['cpu'][key]:.1f})")
+
+    def err(key):
+        e = am["grad_err"].get(key)
+        return "" if e is None else f"{e:.1e}"
+    tol = f"{am['rtol']:.0e}, {am['atol']:.0e}" if am.get("rtol") is not None else "AMICI defaults"
+    llh = am["llh_value"]
+    llh = f"{llh:.6f}" if isinstance(llh, float) else str(llh)
+    def cpu(*keys):
+        return ", ".join("" if am["proc"].get(k) is None else f"{1e3 * am['proc'][k]:.1f}" for k in keys)
+    return [f"| {name} | AMICI (forward) | {tol} | {llh} | {ms('llh')} | {ms('llh+grad')} | "
+            f"{cpu('llh', 'llh+grad')} | {err('llh+grad')} |",
+            f"| {name} | AMICI (adjoint) | {tol} | | | {ms('llh+grad adjoint')} | {cpu('llh+grad adjoint')} | "
+            f"{err('llh+grad adjoint')} |"]
 
 
 def main(argv=None):
@@ -134,7 +200,11 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--problems", nargs="*", default=PROBLEMS)
     ap.add_argument("--no-baseline", action="store_true", help="leave out the LSODA exp2 row")
+    add_amici_argument(ap)
+    ap.add_argument("--amici-out", default=None, help="save AMICI's raw JSON per problem in this folder")
     args = ap.parse_args(argv)
+    global AMICI_PYTHON, AMICI_OUT
+    AMICI_PYTHON, AMICI_OUT = args.amici_python, args.amici_out
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs\n")
     print("| problem | method | solver, rtol, atol, sub-steps | llh at nominal | llh [ms] | "
@@ -151,13 +221,17 @@ def main(argv=None):
         if am is None:
             print(f"| {name} | AMICI | not installed | | | | | |", flush=True)
         else:
-            print(f"| {name} | AMICI (forward) | CVODES BDF, 1e-08, 1e-16 | {am['llh_value']:.6f} | "
-                  f"{1e3 * am['llh']:.1f} | {1e3 * am['llh+grad']:.1f} | | |", flush=True)
+            for line in amici_rows(name, am):
+                print(line, flush=True)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(f"\nmedians of {args.repeats} runs after one warm-up (wall clock; CPU: this process's time); "
           f"load average at the end "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; FD reference: central differences, step {STEP} on the "
           f"parameter scale, {FD['solver']} at rtol {FD['rtol']}, atol {FD['atol']}")
+    print("AMICI: wall time of its compiled simulations of all conditions (run_simulations on prepared ExpData), "
+          "[in brackets: the public simulate_petab call, parameter mapping included], "
+          "(process: process CPU time of the run_simulations call; "
+          "solver: CPU time AMICI reports, cpu_time_total summed over conditions); benchmarks/amici_side.py")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ output times, for
     rodas5p + exp
     rodas5p + pbsr2
     FS BDF            forward_sensitivities(m, t_span, t_eval=ts, method="BDF", rtol, atol)
+    AMICI FS          AMICI's forward sensitivities (CVODES BDF) of the model exported with
+                      pbsens.to_sbml, when AMICI is set up (--amici-python PATH or
+                      $PBSENS_AMICI_PYTHON; docs/PERFORMANCE.md): two curves, the wall time of
+                      its run_simulation call and the solver time AMICI reports (benchmarks/_amici_wp.py)
 
 The reference is ``forward_sensitivities(method="Radau", rtol=1e-10,
 atol=1e-12)``, computed once per model. Timing: one warm-up call each, then
@@ -37,6 +41,10 @@ import numpy as np  # noqa: E402
 
 import pbsens  # noqa: E402
 from pbsens.sensitivities import DEFAULT_SUBSTEPS  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _amici_wp import STYLES as AMICI_STYLES, amici_work_precision  # noqa: E402  (AMICI FS curve, optional)
+from amici_bridge import add_amici_argument  # noqa: E402
 
 CASES = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
 RTOLS = [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]
@@ -83,9 +91,9 @@ def plot(model, rows, path):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     styles = {"LSODA + exp2": "o-", "rodas5p + exp2": "s-", "rodas5p + exp2 m1": "s:",
-              "rodas5p + pbsr2": "^-", "FS BDF": "d--"}
+              "rodas5p + pbsr2": "^-", "FS BDF": "d--", **AMICI_STYLES}
     for name, style in styles.items():
-        pts = [(r["E_med"], r["time"]) for r in rows if r["config"] == name]
+        pts = [(r["E_med"], r["time"]) for r in rows if r["config"] == name and r["time"] is not None]
         if pts:
             e, t = zip(*pts)
             ax.loglog(e, np.array(t) * 1e3, style, label=name if name != "rodas5p + exp2 m1"
@@ -107,6 +115,8 @@ def main():
     ap.add_argument("--rtols", nargs="+", type=float, default=RTOLS)
     ap.add_argument("--img-dir", default="docs/img")
     ap.add_argument("--table", help="append the markdown table to this file")
+    add_amici_argument(ap)
+    ap.add_argument("--amici-out", default=None, help="save AMICI's raw JSON (S left out) per model in this folder")
     args = ap.parse_args()
     lines = [f"Median of {args.repeats} interleaved calls after warm-up, gc off; 201 output times; "
              f"atol = rtol/10; rodas5p + exp2 refines each step into {DEFAULT_SUBSTEPS['rodas5p']} "
@@ -132,6 +142,9 @@ def main():
             print(f"  {model} rtol {rtol:.0e}: LSODA/rodas5p exp2 time {med['LSODA + exp2'] / med['rodas5p + exp2']:.2f}x;"
                   f" pbsr2/exp rodas5p {med['rodas5p + pbsr2'] / med['rodas5p + exp']:.2f}x,"
                   f" LSODA {med['LSODA + pbsr2'] / med['LSODA + exp']:.2f}x", flush=True)
+        rows += amici_work_precision(model, m, ts, ref, args.rtols, args.repeats, args.amici_python, lines=lines,
+                                     raw_out=None if args.amici_out is None
+                                     else os.path.join(args.amici_out, f"amici_sbml_{model}.json"))
         os.makedirs(args.img_dir, exist_ok=True)
         plot(model, rows, os.path.join(args.img_dir, f"wp_{model}.png"))
     table = "\n".join(lines) + "\n"

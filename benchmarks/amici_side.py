@@ -1,0 +1,566 @@
+"""AMICI's side of the pbsens benchmarks: a stand-alone script run in AMICI's own Python.
+
+AMICI (https://github.com/AMICI-dev/AMICI; Froehlich et al., Bioinformatics 2021)
+1.x needs Python >= 3.12 and a C++ tool chain, so it lives in its own virtual
+environment (docs/PERFORMANCE.md, "AMICI side by side"). This script imports
+only AMICI, petab, numpy and the standard library (never pbsens); the pbsens
+benchmarks start it as a subprocess through ``benchmarks/amici_bridge.py`` and
+read the JSON it writes.
+
+Modes
+-----
+``petab YAML --repeats N --out JSON``
+    Import the PEtab (v1) problem with ``amici.importers.petab.v1`` (the model
+    is compiled once into ``--cache-dir``, default ``benchmarks/.amici_cache/``,
+    and reused while the SBML and tables are unchanged), then time, at the
+    problem's nominal parameters: the llh alone, llh + gradient with forward
+    sensitivities and llh + gradient with adjoint sensitivities. Each is timed
+    two ways, medians over ``N`` repeats after one warm-up:
+
+    * ``wall_ms``: ``amici.sim.sundials.run_simulations`` on ExpData objects
+      prepared once (parameters filled in), i.e. the compiled simulations of all
+      conditions with per-condition llh and its gradient w.r.t. the model's
+      parameters, no PEtab bookkeeping;
+    * ``wall_petab_ms``: the public one-call entry
+      ``amici.sim.sundials.petab.v1.simulate_petab`` with those ExpData objects
+      (it rebuilds the parameter mapping and maps the gradient to the PEtab
+      parameters on their scale in Python on every call);
+    * ``process_cpu_ms``: the CPU time of this process over that same
+      ``run_simulations`` call (``time.process_time``: AMICI is single-threaded
+      here, so this is what the wall time would be on an idle machine; on a
+      loaded, shared machine the wall time also counts the waits for a core);
+    * ``cpu_ms``: the solver CPU time AMICI reports itself, summed over
+      conditions (``cpu_time_total`` of each ReturnData; the parts
+      ``cpu_time`` forward, ``cpu_time_b`` backward, ``preeq_cpu_time`` and
+      ``preeq_cpu_time_b`` preequilibration are reported too).
+
+    ``--theta-file F.json`` (``{parameter id: value on its scale}``) also
+    reports llh and gradient at those parameters (``at_theta`` of each gradient
+    run), so that the caller can check AMICI's gradient against its own finite
+    differences away from the optimum.
+
+    Solver: AMICI's defaults (CVODES BDF, dense direct linear solver, rtol 1e-8,
+    atol 1e-16, unless ``--rtol``/``--atol``). A failed simulation (a CVODES
+    error: forward sensitivities fail on Fujita_SciSignal2010) is recorded in
+    ``status``/``failures`` and the run goes on.
+
+``sbml FILE --t-eval T0 T1 ... --rtol R [R ...] --atol A [A ...] --repeats N --out JSON``
+    Forward sensitivities ``S[k, i, j] = dx_i(t_k)/dp_j`` of every state with
+    respect to every (free, constant) SBML parameter at the output times, one
+    run per (rtol, atol) pair, timing the median wall time of
+    ``run_simulation``, the process CPU time of that call (``process_cpu_ms``)
+    and the solver CPU time AMICI reports (``cpu_time``: the forward integration;
+    ``cpu_time_total``: all of AMICI's simulation call);
+    ``states_only`` times the state solve alone (no sensitivities) at the same
+    tolerances.
+    ``S`` is written in state and parameter order of AMICI's model, with the
+    SBML ids (``state_ids``, ``parameter_ids``; AMICI's own renaming of ids that
+    clash with its reserved symbols, ``k`` -> ``amici_k``, undone; AMICI's ids are
+    ``amici_state_ids``, ``amici_parameter_ids``): the caller maps them by id. It is
+    stored exactly, as base64 of little-endian float64 bytes
+    (``{"shape", "dtype", "base64"}``). Initial values given by SBML initial
+    assignments that depend on parameters are handled by AMICI (``S`` at
+    ``t0`` is ``dx0/dp``). ``--t-eval-file`` reads the output times from a
+    text file instead (one number per line).
+
+Run (from the repository root, with AMICI's Python)::
+
+    AMICI_PY=/path/to/amici-venv/bin/python
+    $AMICI_PY benchmarks/amici_side.py petab PROBLEM.yaml --repeats 10 --out amici_boehm.json
+    $AMICI_PY benchmarks/amici_side.py sbml model.xml --t-eval-file ts.txt --rtol 1e-6 --atol 1e-7 \\
+        --repeats 10 --out amici_pka.json
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_CACHE = HERE / ".amici_cache"
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _amici():
+    """The AMICI modules used here, or exit with a clear message."""
+    # model compilation runs swig and cmake, which pip installs beside this interpreter; the
+    # environment need not be activated, so put its bin folder first on PATH
+    bindir = str(Path(sys.executable).parent)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    try:
+        import amici
+        import amici.sim.sundials as sundials
+    except ImportError as exc:
+        sys.exit(f"amici_side.py: cannot import AMICI ({exc}); run this script with the Python "
+                 f"of the environment AMICI is installed in (this is {sys.executable})")
+    return amici, sundials
+
+
+def _digest(paths, extra=""):
+    h = hashlib.sha256(extra.encode())
+    for p in paths:
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()[:10]
+
+
+def _module_name(stem, digest):
+    name = re.sub(r"\W", "_", stem, flags=re.ASCII)
+    if not re.match(r"[A-Za-z]", name):
+        name = "m_" + name
+    return f"{name}_{digest}"
+
+
+def _encode(arr):
+    import numpy as np
+    a = np.ascontiguousarray(arr, dtype="<f8")
+    return {"shape": list(a.shape), "dtype": "<f8", "base64": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def _floats(values):
+    """JSON-safe floats (NaN and inf as strings, which json cannot hold portably)."""
+    out = []
+    for v in values:
+        v = float(v)
+        out.append(v if v == v and abs(v) != float("inf") else repr(v))
+    return out
+
+
+def _num(v):
+    v = float(v)
+    return v if v == v and abs(v) != float("inf") else repr(v)
+
+
+def _median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def _status_text(sundials, status):
+    try:
+        return sundials.simulation_status_to_str(int(status))
+    except Exception:  # older or newer AMICI without the helper: the number is enough
+        return str(int(status))
+
+
+def _messages(rdata, limit=6):
+    """AMICI's log messages of one simulation (CVODES's error text among them), at most ``limit``."""
+    out = []
+    for m in list(getattr(rdata, "messages", None) or [])[:limit]:
+        out.append(f"[{getattr(m, 'identifier', '')}] {getattr(m, 'message', m)}".strip())
+    return out
+
+
+def _solver_settings(solver):
+    """The solver options that matter for the comparison, read back from the solver."""
+    out = {}
+    for key, getter in [("rtol", "get_relative_tolerance"), ("atol", "get_absolute_tolerance"),
+                        ("rtol_fsa", "get_relative_tolerance_fsa"), ("atol_fsa", "get_absolute_tolerance_fsa"),
+                        ("rtol_b", "get_relative_tolerance_b"), ("atol_b", "get_absolute_tolerance_b"),
+                        ("max_steps", "get_max_steps"), ("sensi_error_control", "get_sens_err_con"),
+                        ("linear_multistep_method", "get_linear_multistep_method"),
+                        ("nonlinear_solver_iteration", "get_non_linear_solver_iteration"),
+                        ("linear_solver", "get_linear_solver"), ("interpolation_type", "get_interpolation_type")]:
+        fn = getattr(solver, getter, None)
+        if fn is None:
+            continue
+        try:
+            v = fn()
+        except Exception:
+            continue
+        out[key] = _num(v) if isinstance(v, float) else (v if isinstance(v, (bool, int, str)) else str(v))
+    return out
+
+
+def _environment(amici):
+    return {"amici_version": getattr(amici, "__version__", "?"), "python": platform.python_version(),
+            "machine": platform.machine(), "cpu_count": os.cpu_count(),
+            "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _shown_path(path):
+    """``path`` relative to the working directory when inside it, else its file name only."""
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return p.name
+
+
+def _write(out, payload):
+    text = json.dumps(payload, indent=1, allow_nan=False)
+    if out == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text + "\n")
+
+
+# --------------------------------------------------------------------------- petab mode
+
+def _import_petab(petab_v1, yaml_path, cache_dir):
+    """(petab problem, AMICI model, module name, compiled_now) with the compiled model cached on disk."""
+    amici, _ = _amici()
+    from amici.importers.petab.v1 import import_petab_problem
+    problem = petab_v1.Problem.from_yaml(str(yaml_path))
+    # the compiled model depends on the SBML model and the observable/noise formulas;
+    # nominal values and conditions are passed at run time
+    base = Path(yaml_path).resolve().parent
+    import yaml as _yaml
+    spec = _yaml.safe_load(Path(yaml_path).read_text())
+    files = []
+    for prob in spec.get("problems", []):
+        for key in ("sbml_files", "observable_files", "parameter_file", "condition_files"):
+            v = prob.get(key, spec.get(key))
+            for f in ([v] if isinstance(v, str) else (v or [])):
+                files.append(base / f)
+    if not files:
+        files = [Path(yaml_path)]
+    name = _module_name(problem.model.model_id or Path(yaml_path).stem,
+                        _digest(files, getattr(amici, "__version__", "")))
+    out_dir = Path(cache_dir) / name
+    compiled = False
+    t0 = time.perf_counter()
+    try:
+        model = import_petab_problem(problem, output_dir=out_dir, model_name=name, compile_=False)
+    except Exception:
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        model = import_petab_problem(problem, output_dir=out_dir, model_name=name, compile_=True)
+        compiled = True
+    return problem, model, name, compiled, time.perf_counter() - t0
+
+
+def _petab_rdatas_summary(sundials, rdatas):
+    """Sums over conditions of llh and the CPU times AMICI reports, and failed conditions."""
+    tot = {k: 0.0 for k in ("cpu_time", "cpu_time_b", "preeq_cpu_time", "preeq_cpu_time_b", "cpu_time_total")}
+    fails = []
+    llh = 0.0
+    for rd in rdatas:
+        for k in tot:
+            tot[k] += float(getattr(rd, k, 0.0) or 0.0)
+        st = int(rd.status)
+        if st != sundials.AMICI_SUCCESS:
+            fails.append({"condition": str(getattr(rd, "id", "") or ""), "status": st,
+                          "status_text": _status_text(sundials, st), "messages": _messages(rd)})
+        llh += float(rd.llh)
+    return llh, tot, fails
+
+
+def _quiet_amici_logs():
+    """AMICI's loggers at WARNING: model import can leave them at DEBUG, and formatting the debug
+    messages of the parameter mapping on every simulate_petab call would be timed as AMICI's cost."""
+    import logging
+    for name in list(logging.root.manager.loggerDict):
+        if name == "amici" or name.startswith("amici."):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _petab_at_theta(sundials, simulate_petab, problem, model, solver, edatas, theta, x_ids):
+    """llh and gradient (on scale) at the parameters ``theta`` (on scale; others nominal), one call."""
+    try:
+        res = simulate_petab(problem, amici_model=model, solver=solver, edatas=edatas, problem_parameters=theta,
+                             scaled_parameters=True, scaled_gradients=True, failfast=False)
+    except Exception as exc:
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    _, _, fails = _petab_rdatas_summary(sundials, res["rdatas"])
+    out = {"theta": theta, "llh": _num(res["llh"]), "status": "ok" if not fails else "failed",
+           "failures": fails[:20]}
+    if res.get("sllh") is not None and not fails:
+        out["gradient"] = _floats([res["sllh"].get(i, float("nan")) for i in x_ids])
+    return out
+
+
+def run_petab(args):
+    amici, sundials = _amici()
+    import petab.v1 as petab_v1
+    from amici.sim.sundials.petab.v1 import create_edatas, simulate_petab
+
+    problem, model, name, compiled, t_import = _import_petab(petab_v1, args.yaml, args.cache_dir)
+    _quiet_amici_logs()
+    conditions = problem.get_simulation_conditions_from_measurement_df()
+    edatas = create_edatas(amici_model=model, petab_problem=problem, simulation_conditions=conditions)
+    x_ids = list(problem.x_free_ids)
+    theta = None
+    if args.theta_file:
+        theta = {str(k): float(v) for k, v in json.loads(Path(args.theta_file).read_text()).items()}
+        unknown = sorted(set(theta) - set(x_ids))
+        if unknown:
+            sys.exit(f"amici_side.py: --theta-file {args.theta_file}: {unknown} are not estimated parameters")
+
+    def make_solver(order, method):
+        solver = model.create_solver()
+        if args.rtol is not None:
+            solver.set_relative_tolerance(args.rtol)
+        if args.atol is not None:
+            solver.set_absolute_tolerance(args.atol)
+        solver.set_sensitivity_order(order)
+        if method is not None:
+            solver.set_sensitivity_method(method)
+        return solver
+
+    modes = {"llh": (sundials.SensitivityOrder.none, None),
+             "llh+grad forward": (sundials.SensitivityOrder.first, sundials.SensitivityMethod.forward),
+             "llh+grad adjoint": (sundials.SensitivityOrder.first, sundials.SensitivityMethod.adjoint)}
+    runs = {}
+    for label, (order, method) in modes.items():
+        solver = make_solver(order, method)
+        entry = {"sensitivity_order": str(order), "sensitivity_method": None if method is None else str(method),
+                 "solver": _solver_settings(solver)}
+        try:
+            # one public call: fills the nominal parameters into the ExpData objects, gives llh and
+            # the gradient w.r.t. the estimated PEtab parameters on their scale
+            res = simulate_petab(problem, amici_model=model, solver=solver, edatas=edatas,
+                                 scaled_gradients=True, failfast=False)
+        except Exception as exc:          # record, never crash: the other modes still run
+            entry.update(status="error", error=f"{type(exc).__name__}: {exc}")
+            runs[label] = entry
+            continue
+        llh, _, fails = _petab_rdatas_summary(sundials, res["rdatas"])
+        entry["llh"] = _num(res["llh"])
+        sllh = res.get("sllh")
+        if sllh is not None and not fails:
+            entry["gradient_ids"] = x_ids
+            entry["gradient"] = _floats([sllh.get(i, float("nan")) for i in x_ids])
+        wall, proc, wall_petab, cpu, failures = [], [], [], {}, []
+        run_simulations = sundials.run_simulations
+        for rep in range(args.repeats + 1):        # the first call is the warm-up
+            c0, t0 = time.process_time(), time.perf_counter()
+            rdatas = run_simulations(model, solver, edatas, failfast=False)
+            t1, c1 = time.perf_counter(), time.process_time()
+            simulate_petab(problem, amici_model=model, solver=solver, edatas=edatas, scaled_gradients=True,
+                           failfast=False)
+            t2 = time.perf_counter()
+            _, tot, fails_r = _petab_rdatas_summary(sundials, rdatas)
+            if rep == 0:
+                continue
+            wall.append(1e3 * (t1 - t0))
+            proc.append(1e3 * (c1 - c0))
+            wall_petab.append(1e3 * (t2 - t1))
+            for k, v in tot.items():
+                cpu.setdefault(k, []).append(v)
+            failures.extend(fails_r)
+        entry.update(
+            status="ok" if not fails and not failures else "failed",
+            failures=(fails or failures)[:20],
+            n_failed_runs=sum(1 for _ in failures),
+            wall_ms=_median(wall), process_cpu_ms=_median(proc), wall_petab_ms=_median(wall_petab),
+            cpu_ms=_median(cpu.get("cpu_time_total", [])),
+            cpu_parts_ms={k: _median(v) for k, v in cpu.items()},
+            wall_ms_all=[round(w, 4) for w in wall])
+        if theta is not None and order != sundials.SensitivityOrder.none:
+            entry["at_theta"] = _petab_at_theta(sundials, simulate_petab, problem, model, solver, edatas, theta,
+                                                x_ids)
+        runs[label] = entry
+    payload = {
+        "mode": "petab", "problem": _shown_path(args.yaml), "model_name": name,
+        "model_compiled_now": compiled, "import_seconds": t_import,
+        "n_conditions": len(edatas), "n_measurements": int(len(problem.measurement_df)),
+        "n_states": int(model.nx_rdata), "n_model_parameters": int(model.np()),
+        "estimated_parameter_ids": x_ids,
+        "nominal_scaled": _floats(problem.get_x_nominal(free=True, fixed=False, scaled=True)),
+        "repeats": args.repeats,
+        "timing": "medians over repeats after one warm-up; wall_ms: run_simulations on prepared ExpData "
+                  "(process_cpu_ms: process CPU time of that call); "
+                  "wall_petab_ms: simulate_petab (mapping rebuilt per call); cpu_ms: sum over conditions "
+                  "of ReturnData.cpu_time_total as AMICI reports it",
+        "gradient_scale": "d llh / d theta with theta on the PEtab parameterScale",
+        "runs": runs,
+        "environment": _environment(amici),
+    }
+    _write(args.out, payload)
+    return payload
+
+
+# --------------------------------------------------------------------------- sbml mode
+
+def _import_sbml(path, cache_dir):
+    amici, _ = _amici()
+    from amici.importers.sbml import SbmlImporter
+    name = _module_name("sbml_" + Path(path).stem, _digest([path], getattr(amici, "__version__", "")))
+    out_dir = Path(cache_dir) / name
+    compiled = False
+    t0 = time.perf_counter()
+    try:
+        module = amici.import_model_module(name, out_dir)
+    except Exception:
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        SbmlImporter(str(path)).sbml2amici(name, out_dir, observation_model=[])
+        module = amici.import_model_module(name, out_dir)
+        compiled = True
+    return module.get_model(), name, compiled, time.perf_counter() - t0
+
+
+def _to_sbml_ids(amici_ids, path):
+    """AMICI's ids mapped back to the SBML ids they come from.
+
+    AMICI renames SBML ids that clash with its own symbols (``k`` becomes ``amici_k``);
+    the caller maps ``S`` by SBML id, so undo that renaming where it is unambiguous.
+    """
+    import libsbml
+    doc = libsbml.readSBMLFromFile(str(path))
+    m = doc.getModel()
+    sbml = {m.getSpecies(i).getId() for i in range(m.getNumSpecies())} | \
+           {m.getParameter(i).getId() for i in range(m.getNumParameters())}
+    out = []
+    for i in amici_ids:
+        if i not in sbml and i.startswith("amici_") and i[len("amici_"):] in sbml \
+                and i[len("amici_"):] not in amici_ids:
+            i = i[len("amici_"):]
+        out.append(i)
+    return out
+
+
+def _pairs(rtols, atols):
+    if len(atols) == 1:
+        atols = atols * len(rtols)
+    if len(rtols) == 1:
+        rtols = rtols * len(atols)
+    if len(rtols) != len(atols):
+        sys.exit(f"amici_side.py: --rtol has {len(rtols)} values and --atol {len(atols)}; give one atol "
+                 "or as many as rtols")
+    return list(zip(rtols, atols))
+
+
+def run_sbml(args):
+    amici, sundials = _amici()
+    import numpy as np
+    if args.t_eval_file:
+        ts = [float(v) for v in Path(args.t_eval_file).read_text().split()]
+    else:
+        ts = list(args.t_eval or [])
+    if not ts or any(b <= a for a, b in zip(ts, ts[1:])):
+        sys.exit("amici_side.py: --t-eval must give at least one time, strictly increasing")
+    model, name, compiled, t_import = _import_sbml(args.file, args.cache_dir)
+    _quiet_amici_logs()
+    model.set_t0(ts[0] if args.t0 is None else args.t0)
+    model.set_timepoints(ts)
+    model.set_parameter_scale(sundials.ParameterScaling.none)
+    model.require_sensitivities_for_all_parameters()
+    amici_state_ids = [str(s) for s in model.get_state_ids()]
+    amici_par_ids = [str(s) for s in model.get_free_parameter_ids()]
+    state_ids = _to_sbml_ids(amici_state_ids, args.file)
+    par_ids = _to_sbml_ids(amici_par_ids, args.file)
+    runs = []
+    for rtol, atol in _pairs(args.rtol, args.atol):
+        solver = model.create_solver()
+        solver.set_sensitivity_order(sundials.SensitivityOrder.first)
+        solver.set_sensitivity_method(sundials.SensitivityMethod.forward)
+        solver.set_relative_tolerance(rtol)
+        solver.set_absolute_tolerance(atol)
+        if args.max_steps:
+            solver.set_max_steps(args.max_steps)
+        entry = {"rtol": rtol, "atol": atol, "solver": _solver_settings(solver)}
+        wall, proc, cpu, cpu_total, statuses, rdata = [], [], [], [], [], None
+        for rep in range(args.repeats + 1):        # the first call is the warm-up
+            c0, t0 = time.process_time(), time.perf_counter()
+            rdata = sundials.run_simulation(model, solver)
+            t1, c1 = time.perf_counter(), time.process_time()
+            statuses.append(int(rdata.status))
+            if rep == 0:
+                continue
+            wall.append(1e3 * (t1 - t0))
+            proc.append(1e3 * (c1 - c0))
+            cpu.append(float(rdata.cpu_time))
+            cpu_total.append(float(rdata.cpu_time_total))
+        # the state solve alone at the same tolerances (no sensitivities), for the state-solver comparison
+        solver0 = model.create_solver()
+        solver0.set_sensitivity_order(sundials.SensitivityOrder.none)
+        solver0.set_relative_tolerance(rtol)
+        solver0.set_absolute_tolerance(atol)
+        if args.max_steps:
+            solver0.set_max_steps(args.max_steps)
+        wall0, proc0, cpu0, cput0, st0 = [], [], [], [], []
+        for rep in range(args.repeats + 1):
+            c0, t0 = time.process_time(), time.perf_counter()
+            rd0 = sundials.run_simulation(model, solver0)
+            t1, c1 = time.perf_counter(), time.process_time()
+            st0.append(int(rd0.status))
+            if rep:
+                wall0.append(1e3 * (t1 - t0))
+                proc0.append(1e3 * (c1 - c0))
+                cpu0.append(float(rd0.cpu_time))
+                cput0.append(float(rd0.cpu_time_total))
+        entry["states_only"] = {"status": "ok" if all(v == sundials.AMICI_SUCCESS for v in st0) else "failed",
+                                "wall_ms": _median(wall0), "process_cpu_ms": _median(proc0),
+                                "cpu_ms": _median(cpu0), "cpu_total_ms": _median(cput0),
+                                "numsteps": int(np.asarray(rd0.numsteps)[-1])}
+        bad = [s for s in statuses if s != sundials.AMICI_SUCCESS]
+        if bad:
+            entry["messages"] = _messages(rdata)
+        entry.update(status="ok" if not bad else "failed",
+                     status_text=_status_text(sundials, bad[0] if bad else statuses[-1]),
+                     n_failed_runs=len(bad), wall_ms=_median(wall), process_cpu_ms=_median(proc),
+                     cpu_ms=_median(cpu),
+                     cpu_total_ms=_median(cpu_total), wall_ms_all=[round(w, 4) for w in wall],
+                     numsteps=int(np.asarray(rdata.numsteps)[-1]) if rdata is not None else None)
+        if not bad:
+            sx = np.asarray(rdata.sx, dtype=float)          # (n_t, n_p, n_x) in AMICI
+            entry["x"] = _encode(np.asarray(rdata.x, dtype=float))
+            entry["S"] = _encode(np.transpose(sx, (0, 2, 1)))   # (n_t, n_x, n_p) as pbsens
+        runs.append(entry)
+    payload = {
+        "mode": "sbml", "file": _shown_path(args.file), "model_name": name, "model_compiled_now": compiled,
+        "import_seconds": t_import, "t_eval": ts, "state_ids": state_ids, "parameter_ids": par_ids,
+        "amici_state_ids": amici_state_ids, "amici_parameter_ids": amici_par_ids,
+        "parameter_values": _floats(model.get_free_parameters()),
+        "n_states_solver": int(model.nx_solver), "repeats": args.repeats,
+        "timing": "medians over repeats after one warm-up; wall_ms: run_simulation (process_cpu_ms: process "
+                  "CPU time of that call); cpu_ms: "
+                  "ReturnData.cpu_time (forward solve with sensitivities) as AMICI reports it",
+        "S_layout": "S[k, i, j] = d x_i(t_k) / d p_j, states state_ids, parameters parameter_ids (linear scale)",
+        "runs": runs, "environment": _environment(amici),
+    }
+    _write(args.out, payload)
+    return payload
+
+
+# --------------------------------------------------------------------------- command line
+
+def build_parser():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    sub = ap.add_subparsers(dest="mode", required=True)
+    pp = sub.add_parser("petab", help="llh, llh + gradient (forward, adjoint) of a PEtab problem")
+    pp.add_argument("yaml")
+    pp.add_argument("--rtol", type=float, default=None, help="default: AMICI's (1e-8)")
+    pp.add_argument("--atol", type=float, default=None, help="default: AMICI's (1e-16)")
+    pp.add_argument("--theta-file", default=None,
+                    help="JSON {parameter id: value on its scale}: also report llh and gradient there "
+                         "(parameters not given stay nominal)")
+    sp = sub.add_parser("sbml", help="forward sensitivities of all states w.r.t. all parameters")
+    sp.add_argument("file")
+    sp.add_argument("--t-eval", type=float, nargs="+")
+    sp.add_argument("--t-eval-file")
+    sp.add_argument("--t0", type=float, default=None, help="start time (default: the first output time)")
+    sp.add_argument("--rtol", type=float, nargs="+", required=True)
+    sp.add_argument("--atol", type=float, nargs="+", required=True)
+    sp.add_argument("--max-steps", type=int, default=None, help="default: AMICI's")
+    for p in (pp, sp):
+        p.add_argument("--repeats", type=int, default=10)
+        p.add_argument("--out", default="-", help="JSON file (default: stdout)")
+        p.add_argument("--cache-dir", default=str(DEFAULT_CACHE),
+                       help="compiled AMICI models (default: benchmarks/.amici_cache)")
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.repeats < 1:
+        sys.exit("amici_side.py: --repeats must be >= 1")
+    return run_petab(args) if args.mode == "petab" else run_sbml(args)
+
+
+if __name__ == "__main__":
+    main()

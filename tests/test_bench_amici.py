@@ -1,0 +1,126 @@
+"""The AMICI bridge of the benchmarks (benchmarks/amici_bridge.py) without AMICI.
+
+AMICI is never needed here: the "not installed" path, the choice of its Python,
+the decoding of the JSON that benchmarks/amici_side.py writes, and the id
+mapping are checked against hand-made inputs. A fake "AMICI Python" (a shell
+script writing a fixed JSON) checks the subprocess plumbing.
+"""
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bridge = _load("amici_bridge")
+
+
+def _enc(a):
+    a = np.ascontiguousarray(a, dtype="<f8")
+    return {"shape": list(a.shape), "dtype": "<f8", "base64": base64.b64encode(a.tobytes()).decode()}
+
+
+def test_not_installed_returns_none_and_says_so(monkeypatch, capsys):
+    monkeypatch.delenv(bridge.ENV_VAR, raising=False)
+    assert bridge.run_amici(["petab", "x.yaml"]) is None
+    assert "AMICI: not installed" in capsys.readouterr().out
+
+
+def test_python_option_wins_over_environment_and_bad_paths_are_named(tmp_path):
+    exe = tmp_path / "py"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    env = {bridge.ENV_VAR: str(tmp_path / "missing")}
+    assert bridge.amici_python(str(exe), environ=env) == str(exe)
+    with pytest.raises(FileNotFoundError, match=r"\$PBSENS_AMICI_PYTHON.*missing"):
+        bridge.amici_python(None, environ=env)
+    with pytest.raises(FileNotFoundError, match="--amici-python"):
+        bridge.amici_python(str(tmp_path / "nope"), environ={})
+    assert bridge.amici_python(None, environ={}) is None
+
+
+def test_parse_result_decodes_arrays_exactly_and_nan_strings():
+    S = np.arange(24, dtype=float).reshape(2, 3, 4) / 7.0
+    text = json.dumps({"mode": "sbml", "runs": [{"S": _enc(S), "llh": "nan", "status": "ok"}]})
+    out = bridge.parse_result(text)
+    got = out["runs"][0]["S"]
+    assert got.shape == (2, 3, 4) and np.array_equal(got, S)
+    assert np.isnan(out["runs"][0]["llh"]) and out["runs"][0]["status"] == "ok"
+
+
+@pytest.mark.parametrize("text", ["not json", json.dumps({"runs": []}), json.dumps([1, 2])])
+def test_parse_result_rejects_what_the_side_never_writes(text):
+    with pytest.raises(ValueError):
+        bridge.parse_result(text)
+
+
+def test_decode_array_checks_size():
+    bad = _enc(np.ones(5))
+    bad["shape"] = [2, 3]
+    with pytest.raises(ValueError, match="shape"):
+        bridge.decode_array(bad)
+
+
+def test_strip_arrays_keeps_everything_but_the_bytes():
+    raw = {"mode": "sbml", "runs": [{"S": _enc(np.ones((2, 2))), "wall_ms": 1.5}]}
+    s = bridge.strip_arrays(raw)
+    assert s["runs"][0]["S"] == {"shape": [2, 2], "dtype": "<f8", "omitted": True}
+    assert s["runs"][0]["wall_ms"] == 1.5 and "base64" in raw["runs"][0]["S"]
+
+
+def test_reorder_maps_by_id():
+    S = np.zeros((1, 2, 3))
+    S[0, :, 0], S[0, :, 1], S[0, :, 2] = 10, 20, 30
+    out = bridge.reorder(S, ["b", "c", "a"], ["a", "b", "c"], axis=2, what="parameter")
+    assert out[0, 0].tolist() == [30, 10, 20]
+    with pytest.raises(ValueError, match="parameter.*'z'"):
+        bridge.reorder(S, ["b", "c", "a"], ["a", "z"], axis=2, what="parameter")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the fake interpreter is a POSIX shell script")
+def test_run_amici_through_a_fake_interpreter(tmp_path):
+    S = np.linspace(0, 1, 6).reshape(1, 2, 3)
+    payload = {"mode": "sbml", "state_ids": ["x1", "x2"], "runs": [{"S": _enc(S), "cpu_ms": 0.5}]}
+    data = tmp_path / "payload.json"
+    data.write_text(json.dumps(payload))
+    fake = tmp_path / "fakepy"
+    # writes the payload to the file after --out, as amici_side.py would
+    fake.write_text('#!/bin/sh\nwhile [ "$#" -gt 0 ]; do if [ "$1" = "--out" ]; then cp "%s" "$2"; fi; '
+                    'shift; done\n' % data)
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    raw = tmp_path / "raw.json"
+    res = bridge.run_amici(["sbml", "m.xml"], str(fake), raw_out=raw)
+    assert np.array_equal(res["runs"][0]["S"], S) and res["state_ids"] == ["x1", "x2"]
+    kept = json.loads(raw.read_text())
+    assert kept["runs"][0]["S"]["omitted"] is True and kept["runs"][0]["cpu_ms"] == 0.5
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the fake interpreter is a POSIX shell script")
+def test_run_amici_failure_raises_with_the_error_output(tmp_path):
+    fake = tmp_path / "fakepy"
+    fake.write_text("#!/bin/sh\necho 'CVODES exploded' >&2\nexit 3\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(RuntimeError, match=r"exit 3(.|\n)*CVODES exploded"):
+        bridge.run_amici(["petab", "x.yaml"], str(fake))
+
+
+def test_side_script_does_not_import_pbsens():
+    text = (BENCH / "amici_side.py").read_text()
+    assert "import pbsens" not in text and "from pbsens" not in text
+    assert os.path.exists(bridge.SIDE_SCRIPT)
