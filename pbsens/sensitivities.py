@@ -21,6 +21,8 @@ from .threads import limit_blas_threads
 
 __all__ = ["sensitivities", "METHODS", "DEFAULT_SUBSTEPS"]
 
+_SWITCH_METHODS = ("pbsr", "pbsr2")
+
 #: Sub-intervals per accepted step of the post-hoc grid when the states come from Rodas5P
 #: (``substeps=None``); chosen from benchmarks/work_precision.py (docs/PERFORMANCE.md).
 DEFAULT_SUBSTEPS = {"rodas5p": 4}
@@ -73,6 +75,41 @@ def _nonnegative(v, name):
             or v < 0:
         raise PbsensError(f"{name!r} must be a non-negative number, got {v!r}")
     return float(v)
+
+
+def _scale_atol(atol):
+    """The absolute term of the scaled norm's ``D = diag(|x| + atol)``: the smallest state ``atol``."""
+    a = np.asarray(atol, dtype=np.float64)
+    return float(np.min(a)) if a.size and np.all(np.isfinite(a)) and np.min(a) > 0 else 1e-6
+
+
+def _switch_plan(model, trajectory, method_code, n_factor, n_max, eq_tol, norm_kind):
+    """PBSR's switch (branch, n_int) on the trajectory's own grid, before it is refined.
+
+    Returns ``(t, branch, n_int)``. With a refined grid the switch would see intervals
+    ``m`` times shorter, move many from the exponential step (one matrix function) to PBS
+    (up to ``n_max`` sub-steps each), and so pay up to 100x more on them (PKA, Rodas5P, rtol
+    1e-5: 294 PBS sub-steps on the solver's grid, 1673 on the 4x refined one).
+    """
+    p = model.check_p(trajectory.p, "trajectory.p")
+    t, x = _check_grid(model, trajectory.t, trajectory.x)
+    branch = np.empty(t.size - 1, dtype=np.int8)
+    n_int = np.empty(t.size - 1, dtype=np.int64)
+    _bound(model)[1](t, x, p, model.constants, method_code, n_factor, n_max, eq_tol, norm_kind, branch, n_int,
+                     _scale_atol(trajectory.atol))
+    return t, branch, n_int
+
+
+def _child_plan(parent_plan, t):
+    """The switch's plan for a refinement ``t`` of the planned grid: every sub-interval takes
+    its parent's branch; PBS sub-intervals (only where output times were merged in) their
+    share of the parent's sub-steps."""
+    tp, bp, np_ = parent_plan
+    j = np.clip(np.searchsorted(tp, t[:-1], side="right") - 1, 0, tp.size - 2)
+    branch = np.ascontiguousarray(bp[j])
+    share = np.diff(t) / (tp[j + 1] - tp[j])
+    n_int = np.where(branch == codes.BRANCH_PBS, np.maximum(np.ceil(np_[j] * share - 1e-9), 1), 1)
+    return branch, np.ascontiguousarray(n_int, dtype=np.int64)
 
 
 @limit_blas_threads
@@ -254,12 +291,20 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
 
     sol = None
     solver_info = {}
+    parent_plan = None
     if isinstance(trajectory, Trajectory):
         if substeps is None:
             substeps = DEFAULT_SUBSTEPS.get(trajectory.method, 1) if trajectory.sol is not None else 1
         if substeps != 1:
             t0 = time.perf_counter()
-            trajectory = refine_grid(trajectory, substeps)
+            only = None
+            if method in _SWITCH_METHODS and interpolation != "dense" and sens_rtol is None:
+                # the switch decided on the solver's grid; only the exponential intervals are
+                # refined (PBS intervals take their own n_int sub-steps)
+                parent_plan = _switch_plan(model, trajectory, codes.METHOD_CODES[method], n_factor, n_max,
+                                           eq_tol, codes.NORM_CODES[norm])
+                only = parent_plan[1] != codes.BRANCH_PBS
+            trajectory = refine_grid(trajectory, substeps, only=only)
             timings["refine"] = time.perf_counter() - t0
         traj_p = model.check_p(trajectory.p, "trajectory.p")   # an edited or foreign Trajectory
         if p is not None and not np.array_equal(model.check_p(p), traj_p):
@@ -326,21 +371,24 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     code = codes.METHOD_CODES[method]
     norm_kind = codes.NORM_CODES[norm]
     interp = codes.INTERP_CODES[interpolation]
-    a = np.asarray(solver_info.get("atol", atol) if solver_info else atol, dtype=np.float64)
-    scale_atol = float(np.min(a)) if a.size and np.all(np.isfinite(a)) and np.min(a) > 0 else 1e-6
+    scale_atol = _scale_atol(solver_info.get("atol", atol) if solver_info else atol)
 
-    def run(tg, xg, oi, n_out, dense=None):
-        """March over the grid ``tg`` (states ``xg``), storing S where ``oi >= 0``."""
+    def run(tg, xg, oi, n_out, dense=None, plan_in=None):
+        """March over the grid ``tg`` (states ``xg``), storing S where ``oi >= 0``; ``plan_in``:
+        the switch's (branch, n_int) per interval, decided beforehand."""
         dense = sol if dense is None else dense
         K = tg.size
-        branch = np.empty(K - 1, dtype=np.int8)
-        n_int = np.empty(K - 1, dtype=np.int64)
+        if plan_in is None:
+            branch = np.empty(K - 1, dtype=np.int8)
+            n_int = np.empty(K - 1, dtype=np.int64)
+        else:
+            branch, n_int = plan_in
         reused = np.zeros(K - 1, dtype=np.int8)
         S_run = np.ascontiguousarray(S.copy())
         S_out = np.empty((n_out, nx, np_))
         X_sub = np.empty((0, nx))
         sub_offset = np.zeros(K - 1, dtype=np.int64)
-        planned = 0
+        planned = 0 if plan_in is None else 1
         if interp == codes.INTERP_DENSE:
             bound_plan(tg, xg, p, model.constants, code, n_factor, n_max, eq_tol, norm_kind, branch, n_int,
                        scale_atol)
@@ -372,7 +420,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     n_split = 0
     E_est = E_par = None
     if sens_rtol is None:
-        S_out, branch, n_int, reused = run(t, x, out_index, t_out.size)
+        plan_in = None if parent_plan is None else _child_plan(parent_plan, t)
+        S_out, branch, n_int, reused = run(t, x, out_index, t_out.size, plan_in=plan_in)
         timings["sensitivities"] = time.perf_counter() - t0
         if estimate_error:
             t1 = time.perf_counter()

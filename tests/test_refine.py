@@ -124,3 +124,39 @@ def test_rodas5p_exp2_with_refinement_no_worse_than_lsoda(pka):
     # the refinement is what does it: on the solver's own grid the error is larger
     e_raw = pbsens.relative_error(pbsens.sensitivities(pka, solver="rodas5p", substeps=1, **kw), ref)
     assert np.max(e_rodas) < np.max(e_raw)
+
+
+def test_only_mask_refines_marked_intervals_only(pka_traj):
+    tr = pka_traj
+    only = np.zeros(tr.t.size - 1, dtype=bool)
+    only[::2] = True
+    rt = refine_grid(tr, 4, only=only)
+    full = refine_grid(tr, 4)
+    new = rt.t[~np.isin(rt.t, tr.t)]
+    parent = np.searchsorted(tr.t, new) - 1
+    assert np.all(only[parent])                                 # nothing inside an unmarked interval
+    full_new = full.t[~np.isin(full.t, tr.t)]
+    assert np.array_equal(new, full_new[only[np.searchsorted(tr.t, full_new) - 1]])
+    with pytest.raises(PbsensError, match="only"):
+        refine_grid(tr, 4, only=np.ones(3, dtype=bool))
+
+
+def test_pbsr2_on_rodas5p_refines_exponential_intervals_only(pka):
+    """pbsr2 with Rodas5P: the switch is decided on the solver's grid, PBS intervals are not split
+    (they take their own sub-steps), and S stays as accurate as LSODA + pbsr2 (median) against a
+    tight forward-sensitivity reference."""
+    ts = np.linspace(0.0, 600.0, 201)
+    ref = pbsens.forward_sensitivities(pka, (0.0, 600.0), t_eval=ts, method="Radau", rtol=1e-10, atol=1e-12)
+    kw = dict(t_span=(0.0, 600.0), t_eval=ts, method="pbsr2", rtol=1e-5, atol=1e-6)
+    r = pbsens.sensitivities(pka, solver="rodas5p", **kw)
+    tr = pbsens.solve_states(pka, (0.0, 600.0), t_eval=ts, method="rodas5p", rtol=1e-5, atol=1e-6)
+    pbs = np.flatnonzero(r.branch == "pbs")
+    assert pbs.size > 0
+    # each PBS interval is an interval of the solver's grid (both ends adjacent there)
+    i = np.searchsorted(tr.t, r.grid[pbs])
+    assert np.array_equal(tr.t[i], r.grid[pbs]) and np.array_equal(tr.t[i + 1], r.grid[pbs + 1])
+    assert r.grid.size > tr.t.size                              # the exponential intervals were refined
+    e = pbsens.relative_error(r, ref)
+    e_lsoda = pbsens.relative_error(pbsens.sensitivities(pka, solver="LSODA", **kw), ref)
+    assert np.median(e) <= 1.2 * np.median(e_lsoda)
+    assert np.max(e) < 1e-3

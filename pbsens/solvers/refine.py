@@ -26,7 +26,7 @@ __all__ = ["refine_grid"]
 _MIN_GAP = 1e-3
 
 
-def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps") -> Trajectory:
+def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps", only=None) -> Trajectory:
     """The trajectory on a finer grid: no interval longer than ``1/m`` of its accepted step.
 
     Parameters
@@ -48,6 +48,9 @@ def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps") -> Trajecto
         matrix functions). ``"steps"``: the ``m - 1`` interior points of every
         accepted step, whatever the output times inside it (an interior point
         within 1/1000 of its sub-interval of an existing grid point is left out).
+    only : array_like of bool (len(trajectory.t) - 1,), optional
+        Refine only the intervals of ``trajectory.t`` marked True (the others keep
+        their two ends and nothing in between). Default: every interval.
 
     Returns
     -------
@@ -85,6 +88,12 @@ def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps") -> Trajecto
         t_sub = _gap_points(t, steps, m)
     else:
         t_sub = _step_points(t, steps, m)
+    if only is not None:
+        only = np.asarray(only)
+        if only.dtype != bool or only.shape != (t.size - 1,):
+            raise PbsensError(f"'only' must be a boolean array with one entry per grid interval "
+                              f"({t.size - 1}), got dtype {only.dtype} and shape {only.shape}")
+        t_sub = t_sub[only[np.searchsorted(t, t_sub) - 1]]
     K = t.size + t_sub.size
     t_new = np.empty(K)
     x_new = np.empty((K, trajectory.x.shape[1]))
