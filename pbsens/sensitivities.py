@@ -6,6 +6,7 @@ validated grid and options -> the march kernel (:mod:`pbsens.kernels.march`) ->
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -112,7 +113,6 @@ def _child_plan(parent_plan, t):
     return branch, np.ascontiguousarray(n_int, dtype=np.int64)
 
 
-@limit_blas_threads
 def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13,
@@ -508,3 +508,37 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         n_int=n_int, model_name=model.name, state_names=list(model.state_names),
         param_names=list(model.param_names), options=options, timings=timings, reused=reused.astype(bool),
         error_estimate=E_est, error_estimate_params=E_par, state_error_estimate=E_state, subdivisions=n_split)
+
+
+#: Models with at most this many states march without BLAS: every product's inner
+#: dimension (``nx``, or ``2 nx`` for the stacked exponential step) is at most
+#: ``pbsens.kernels.blas.TILES_MAX_K`` (256), which the register tiles do.
+_BLAS_FREE_STATES = 128
+
+
+def _blas_free(model, args, kwargs):
+    """Whether a call of :func:`sensitivities` runs no BLAS routine that could start threads.
+
+    True for a small model (``_BLAS_FREE_STATES``) whose states come from the compiled
+    Rodas5P (solved here, ``solver="rodas5p"``, or a Rodas5P Trajectory; its LU is pbsens's
+    own, and so is any re-solve for ``state_error``). Then the BLAS thread limit, ~0.1 ms
+    per call when BLAS runs several threads (numpy's and scipy's OpenBLAS both loaded), is
+    skipped. Every other call keeps the limit.
+    """
+    if getattr(model, "n_states", _BLAS_FREE_STATES + 1) > _BLAS_FREE_STATES:
+        return False
+    trajectory = args[0] if args else kwargs.get("trajectory")
+    if trajectory is None:
+        return kwargs.get("solver", "LSODA") == "rodas5p"
+    return isinstance(trajectory, Trajectory) and trajectory.method == "rodas5p"
+
+
+_sensitivities_unlimited = sensitivities
+_sensitivities_limited = limit_blas_threads(sensitivities)
+
+
+@functools.wraps(_sensitivities_unlimited)
+def sensitivities(model, *args, **kwargs):  # noqa: F811  (the public entry: BLAS scope, then the body above)
+    if _blas_free(model, args, kwargs):
+        return _sensitivities_unlimited(model, *args, **kwargs)
+    return _sensitivities_limited(model, *args, **kwargs)
