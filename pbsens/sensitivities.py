@@ -179,14 +179,18 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         only. (PBS sub-steps reuse their step matrices only when the Jacobians are
         exactly equal, which leaves the result unchanged.)
     substeps : int, optional
-        Split every accepted step of the state solver into this many equal
-        sub-intervals before marching, states at the new points from the
-        solver's dense output (:func:`pbsens.solvers.refine.refine_grid`; never
-        a second state solve). A high-order solver such as ``"rodas5p"`` takes
-        few long steps, on which the first/second-order post-hoc steps lose
-        accuracy. Default (None): ``DEFAULT_SUBSTEPS["rodas5p"]`` (4) for a
-        Rodas5P trajectory, 1 (the solver's grid as is) for every other
-        solver. Values above 1 need a Trajectory with dense output.
+        Refine the grid so that no interval is longer than ``1/substeps`` of the
+        state solver's accepted step it lies in (longer intervals are split into
+        equal parts), states at the new points from the solver's dense output
+        (:func:`pbsens.solvers.refine.refine_grid`; never a second state solve).
+        A high-order solver such as ``"rodas5p"`` takes few long steps, on which
+        the first/second-order post-hoc steps lose accuracy. With ``"pbsr"`` /
+        ``"pbsr2"`` (and linear or Hermite interpolation) the switch is decided on
+        the solver's grid and only the exponential intervals are refined; PBS
+        intervals take their own ``n_int`` sub-steps. Default (None):
+        ``DEFAULT_SUBSTEPS["rodas5p"]`` (4) for a Rodas5P trajectory, 1 (the
+        solver's grid as is) for every other solver. Values above 1 need a
+        Trajectory with dense output.
     estimate_error : bool
         Fill ``error_estimate`` (and ``error_estimate_params``): an estimate of
         ``E_k`` (METHOD.md sections 7 and 11) by step doubling on the same trajectory,
