@@ -529,8 +529,9 @@ def _blas_free(model, args, kwargs):
     per call when BLAS runs several threads (numpy's and scipy's OpenBLAS both loaded), is
     skipped. Every other call keeps the limit.
     """
-    if getattr(model, "n_states", _BLAS_FREE_STATES + 1) > _BLAS_FREE_STATES:
-        return False
+    n = getattr(model, "n_states", None)
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n > _BLAS_FREE_STATES:
+        return False                     # not a model: the checks inside report it
     trajectory = args[0] if args else kwargs.get("trajectory")
     if trajectory is None:
         return kwargs.get("solver", "LSODA") == "rodas5p"
