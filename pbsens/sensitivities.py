@@ -6,6 +6,7 @@ validated grid and options -> the march kernel (:mod:`pbsens.kernels.march`) ->
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -20,6 +21,8 @@ from .solvers.refine import refine_grid
 from .threads import limit_blas_threads
 
 __all__ = ["sensitivities", "METHODS", "DEFAULT_SUBSTEPS"]
+
+_SWITCH_METHODS = ("pbsr", "pbsr2")
 
 #: Sub-intervals per accepted step of the post-hoc grid when the states come from Rodas5P
 #: (``substeps=None``); chosen from benchmarks/work_precision.py (docs/PERFORMANCE.md).
@@ -75,7 +78,41 @@ def _nonnegative(v, name):
     return float(v)
 
 
-@limit_blas_threads
+def _scale_atol(atol):
+    """The absolute term of the scaled norm's ``D = diag(|x| + atol)``: the smallest state ``atol``."""
+    a = np.asarray(atol, dtype=np.float64)
+    return float(np.min(a)) if a.size and np.all(np.isfinite(a)) and np.min(a) > 0 else 1e-6
+
+
+def _switch_plan(model, trajectory, method_code, n_factor, n_max, eq_tol, norm_kind):
+    """PBSR's switch (branch, n_int) on the trajectory's own grid, before it is refined.
+
+    Returns ``(t, branch, n_int)``. With a refined grid the switch would see intervals
+    ``m`` times shorter, move many from the exponential step (one matrix function) to PBS
+    (up to ``n_max`` sub-steps each), and so pay up to 100x more on them (PKA, Rodas5P, rtol
+    1e-5: 294 PBS sub-steps on the solver's grid, 1673 on the 4x refined one).
+    """
+    p = model.check_p(trajectory.p, "trajectory.p")
+    t, x = _check_grid(model, trajectory.t, trajectory.x)
+    branch = np.empty(t.size - 1, dtype=np.int8)
+    n_int = np.empty(t.size - 1, dtype=np.int64)
+    _bound(model)[1](t, x, p, model.constants, method_code, n_factor, n_max, eq_tol, norm_kind, branch, n_int,
+                     _scale_atol(trajectory.atol))
+    return t, branch, n_int
+
+
+def _child_plan(parent_plan, t):
+    """The switch's plan for a refinement ``t`` of the planned grid: every sub-interval takes
+    its parent's branch; PBS sub-intervals (only where output times were merged in) their
+    share of the parent's sub-steps."""
+    tp, bp, np_ = parent_plan
+    j = np.clip(np.searchsorted(tp, t[:-1], side="right") - 1, 0, tp.size - 2)
+    branch = np.ascontiguousarray(bp[j])
+    share = np.diff(t) / (tp[j + 1] - tp[j])
+    n_int = np.where(branch == codes.BRANCH_PBS, np.maximum(np.ceil(np_[j] * share - 1e-9), 1), 1)
+    return branch, np.ascontiguousarray(n_int, dtype=np.int64)
+
+
 def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13,
@@ -142,14 +179,18 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         only. (PBS sub-steps reuse their step matrices only when the Jacobians are
         exactly equal, which leaves the result unchanged.)
     substeps : int, optional
-        Split every accepted step of the state solver into this many equal
-        sub-intervals before marching, states at the new points from the
-        solver's dense output (:func:`pbsens.solvers.refine.refine_grid`; never
-        a second state solve). A high-order solver such as ``"rodas5p"`` takes
-        few long steps, on which the first/second-order post-hoc steps lose
-        accuracy. Default (None): ``DEFAULT_SUBSTEPS["rodas5p"]`` (4) for a
-        Rodas5P trajectory, 1 (the solver's grid as is) for every other
-        solver. Values above 1 need a Trajectory with dense output.
+        Refine the grid so that no interval is longer than ``1/substeps`` of the
+        state solver's accepted step it lies in (longer intervals are split into
+        equal parts), states at the new points from the solver's dense output
+        (:func:`pbsens.solvers.refine.refine_grid`; never a second state solve).
+        A high-order solver such as ``"rodas5p"`` takes few long steps, on which
+        the first/second-order post-hoc steps lose accuracy. With ``"pbsr"`` /
+        ``"pbsr2"`` (and linear or Hermite interpolation) the switch is decided on
+        the solver's grid and only the exponential intervals are refined; PBS
+        intervals take their own ``n_int`` sub-steps. Default (None):
+        ``DEFAULT_SUBSTEPS["rodas5p"]`` (4) for a Rodas5P trajectory, 1 (the
+        solver's grid as is) for every other solver. Values above 1 need a
+        Trajectory with dense output.
     estimate_error : bool
         Fill ``error_estimate`` (and ``error_estimate_params``): an estimate of
         ``E_k`` (METHOD.md sections 7 and 11) by step doubling on the same trajectory,
@@ -254,12 +295,20 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
 
     sol = None
     solver_info = {}
+    parent_plan = None
     if isinstance(trajectory, Trajectory):
         if substeps is None:
             substeps = DEFAULT_SUBSTEPS.get(trajectory.method, 1) if trajectory.sol is not None else 1
         if substeps != 1:
             t0 = time.perf_counter()
-            trajectory = refine_grid(trajectory, substeps)
+            only = None
+            if method in _SWITCH_METHODS and interpolation != "dense" and sens_rtol is None:
+                # the switch decided on the solver's grid; only the exponential intervals are
+                # refined (PBS intervals take their own n_int sub-steps)
+                parent_plan = _switch_plan(model, trajectory, codes.METHOD_CODES[method], n_factor, n_max,
+                                           eq_tol, codes.NORM_CODES[norm])
+                only = parent_plan[1] != codes.BRANCH_PBS
+            trajectory = refine_grid(trajectory, substeps, only=only)
             timings["refine"] = time.perf_counter() - t0
         traj_p = model.check_p(trajectory.p, "trajectory.p")   # an edited or foreign Trajectory
         if p is not None and not np.array_equal(model.check_p(p), traj_p):
@@ -326,21 +375,24 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     code = codes.METHOD_CODES[method]
     norm_kind = codes.NORM_CODES[norm]
     interp = codes.INTERP_CODES[interpolation]
-    a = np.asarray(solver_info.get("atol", atol) if solver_info else atol, dtype=np.float64)
-    scale_atol = float(np.min(a)) if a.size and np.all(np.isfinite(a)) and np.min(a) > 0 else 1e-6
+    scale_atol = _scale_atol(solver_info.get("atol", atol) if solver_info else atol)
 
-    def run(tg, xg, oi, n_out, dense=None):
-        """March over the grid ``tg`` (states ``xg``), storing S where ``oi >= 0``."""
+    def run(tg, xg, oi, n_out, dense=None, plan_in=None):
+        """March over the grid ``tg`` (states ``xg``), storing S where ``oi >= 0``; ``plan_in``:
+        the switch's (branch, n_int) per interval, decided beforehand."""
         dense = sol if dense is None else dense
         K = tg.size
-        branch = np.empty(K - 1, dtype=np.int8)
-        n_int = np.empty(K - 1, dtype=np.int64)
+        if plan_in is None:
+            branch = np.empty(K - 1, dtype=np.int8)
+            n_int = np.empty(K - 1, dtype=np.int64)
+        else:
+            branch, n_int = plan_in
         reused = np.zeros(K - 1, dtype=np.int8)
         S_run = np.ascontiguousarray(S.copy())
         S_out = np.empty((n_out, nx, np_))
         X_sub = np.empty((0, nx))
         sub_offset = np.zeros(K - 1, dtype=np.int64)
-        planned = 0
+        planned = 0 if plan_in is None else 1
         if interp == codes.INTERP_DENSE:
             bound_plan(tg, xg, p, model.constants, code, n_factor, n_max, eq_tol, norm_kind, branch, n_int,
                        scale_atol)
@@ -372,7 +424,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     n_split = 0
     E_est = E_par = None
     if sens_rtol is None:
-        S_out, branch, n_int, reused = run(t, x, out_index, t_out.size)
+        plan_in = None if parent_plan is None else _child_plan(parent_plan, t)
+        S_out, branch, n_int, reused = run(t, x, out_index, t_out.size, plan_in=plan_in)
         timings["sensitivities"] = time.perf_counter() - t0
         if estimate_error:
             t1 = time.perf_counter()
@@ -459,3 +512,38 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         n_int=n_int, model_name=model.name, state_names=list(model.state_names),
         param_names=list(model.param_names), options=options, timings=timings, reused=reused.astype(bool),
         error_estimate=E_est, error_estimate_params=E_par, state_error_estimate=E_state, subdivisions=n_split)
+
+
+#: Models with at most this many states march without BLAS: every product's inner
+#: dimension (``nx``, or ``2 nx`` for the stacked exponential step) is at most
+#: ``pbsens.kernels.blas.TILES_MAX_K`` (256), which the register tiles do.
+_BLAS_FREE_STATES = 128
+
+
+def _blas_free(model, args, kwargs):
+    """Whether a call of :func:`sensitivities` runs no BLAS routine that could start threads.
+
+    True for a small model (``_BLAS_FREE_STATES``) whose states come from the compiled
+    Rodas5P (solved here, ``solver="rodas5p"``, or a Rodas5P Trajectory; its LU is pbsens's
+    own, and so is any re-solve for ``state_error``). Then the BLAS thread limit, ~0.1 ms
+    per call when BLAS runs several threads (numpy's and scipy's OpenBLAS both loaded), is
+    skipped. Every other call keeps the limit.
+    """
+    n = getattr(model, "n_states", None)
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n > _BLAS_FREE_STATES:
+        return False                     # not a model: the checks inside report it
+    trajectory = args[0] if args else kwargs.get("trajectory")
+    if trajectory is None:
+        return kwargs.get("solver", "LSODA") == "rodas5p"
+    return isinstance(trajectory, Trajectory) and trajectory.method == "rodas5p"
+
+
+_sensitivities_unlimited = sensitivities
+_sensitivities_limited = limit_blas_threads(sensitivities)
+
+
+@functools.wraps(_sensitivities_unlimited)
+def sensitivities(model, *args, **kwargs):  # noqa: F811  (the public entry: BLAS scope, then the body above)
+    if _blas_free(model, args, kwargs):
+        return _sensitivities_unlimited(model, *args, **kwargs)
+    return _sensitivities_limited(model, *args, **kwargs)

@@ -20,7 +20,7 @@ def pka_traj(pka):
 
 def test_refined_grid_contains_original_grid_and_t_eval_exactly(pka_traj):
     tr = pka_traj
-    rt = refine_grid(tr, 4)
+    rt = refine_grid(tr, 4, split="steps")
     assert np.all(np.diff(rt.t) > 0)
     assert np.all(np.isin(tr.t, rt.t))                         # every original point, bit for bit
     assert np.array_equal(rt.t[rt.eval_index], tr.t_eval)
@@ -34,7 +34,7 @@ def test_refined_grid_contains_original_grid_and_t_eval_exactly(pka_traj):
 
 def test_interior_states_match_dense_output(pka_traj):
     tr = pka_traj
-    rt = refine_grid(tr, 3)
+    rt = refine_grid(tr, 3, split="steps")
     new = ~np.isin(rt.t, tr.t)
     assert new.sum() == 2 * (tr.sol.ts.size - 1)
     # midpoints of thirds: the dense output evaluated independently, one time at a time
@@ -46,11 +46,60 @@ def test_interior_states_match_dense_output(pka_traj):
     np.testing.assert_allclose(rt.t[new], expected, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("m", [2, 4, 7])
+def test_gap_split_bounds_every_interval_by_its_step(pka_traj, m):
+    """split="gaps": no interval longer than H/m (H its accepted step), intervals already that short
+    untouched, each long one cut into ceil(m L / H) equal parts, states from the dense output."""
+    tr = pka_traj
+    rt = refine_grid(tr, m)
+    steps = tr.sol.ts
+    assert np.all(np.diff(rt.t) > 0)
+    assert np.array_equal(rt.x[np.searchsorted(rt.t, tr.t)], tr.x)       # original points, bit for bit
+    assert np.array_equal(rt.t[rt.eval_index], tr.t_eval)
+    j_new = np.searchsorted(steps, rt.t[:-1], side="right") - 1
+    H_new = steps[j_new + 1] - steps[j_new]
+    assert np.all(np.diff(rt.t) <= H_new / m * (1 + 1e-9))
+    # the number of new points, counted independently from the original grid
+    L = np.diff(tr.t)
+    j = np.searchsorted(steps, tr.t[:-1], side="right") - 1
+    H = steps[j + 1] - steps[j]
+    expected = sum(max(int(np.ceil(m * l / hh - 1e-9)), 1) - 1 for l, hh in zip(L, H))
+    assert rt.t.size - tr.t.size == expected
+    # fewer points than the per-step split wherever output times already cut a step finely
+    assert rt.t.size <= refine_grid(tr, m, split="steps").t.size
+    new = np.flatnonzero(~np.isin(rt.t, tr.t))
+    for k in new[::13]:
+        np.testing.assert_allclose(rt.x[k], tr.sol(float(rt.t[k])), rtol=0, atol=0)
+        # equal parts: the new point sits at a multiple of its parent interval / parts
+        i = np.searchsorted(tr.t, rt.t[k]) - 1
+        n = int(np.ceil(m * L[i] / H[i] - 1e-9))
+        frac = (rt.t[k] - tr.t[i]) / L[i] * n
+        assert abs(frac - round(frac)) < 1e-6
+
+
+def test_gap_split_adds_nothing_where_outputs_are_dense(pka):
+    """A long step crossed by many output times (the equilibrium) gets no new points."""
+    ts = np.linspace(300.0, 600.0, 301)        # spacing 1, PKA's late steps are far longer
+    tr = pbsens.solve_states(pka, (300.0, 600.0), t_eval=ts, method="rodas5p", rtol=1e-5, atol=1e-6)
+    H = np.diff(tr.sol.ts)
+    assert H.max() > 4.0                       # the premise: steps longer than 4 output spacings
+    rt = refine_grid(tr, 4)
+    long_steps = np.flatnonzero(H >= 4.0 * (1 + 1e-9))
+    for j in long_steps:
+        a, b = tr.sol.ts[j], tr.sol.ts[j + 1]
+        inside_old = np.count_nonzero((tr.t > a) & (tr.t < b))
+        inside_new = np.count_nonzero((rt.t > a) & (rt.t < b))
+        # every interval inside is at most one output spacing <= H/4 long: nothing to split
+        assert inside_new == inside_old
+
+
 def test_m1_is_identity_and_bad_input_raises(pka_traj, pka):
     assert refine_grid(pka_traj, 1) is pka_traj
     for bad in (0, -2, 2.5, True, "4"):
         with pytest.raises(PbsensError, match="substeps"):
             refine_grid(pka_traj, bad)
+    with pytest.raises(PbsensError, match="split"):
+        refine_grid(pka_traj, 2, split="uniform")
     no_dense = pbsens.solve_states(pka, (0.0, 10.0), method="rodas5p", dense_output=False)
     with pytest.raises(PbsensError, match="dense output"):
         refine_grid(no_dense, 2)
@@ -75,3 +124,39 @@ def test_rodas5p_exp2_with_refinement_no_worse_than_lsoda(pka):
     # the refinement is what does it: on the solver's own grid the error is larger
     e_raw = pbsens.relative_error(pbsens.sensitivities(pka, solver="rodas5p", substeps=1, **kw), ref)
     assert np.max(e_rodas) < np.max(e_raw)
+
+
+def test_only_mask_refines_marked_intervals_only(pka_traj):
+    tr = pka_traj
+    only = np.zeros(tr.t.size - 1, dtype=bool)
+    only[::2] = True
+    rt = refine_grid(tr, 4, only=only)
+    full = refine_grid(tr, 4)
+    new = rt.t[~np.isin(rt.t, tr.t)]
+    parent = np.searchsorted(tr.t, new) - 1
+    assert np.all(only[parent])                                 # nothing inside an unmarked interval
+    full_new = full.t[~np.isin(full.t, tr.t)]
+    assert np.array_equal(new, full_new[only[np.searchsorted(tr.t, full_new) - 1]])
+    with pytest.raises(PbsensError, match="only"):
+        refine_grid(tr, 4, only=np.ones(3, dtype=bool))
+
+
+def test_pbsr2_on_rodas5p_refines_exponential_intervals_only(pka):
+    """pbsr2 with Rodas5P: the switch is decided on the solver's grid, PBS intervals are not split
+    (they take their own sub-steps), and S stays as accurate as LSODA + pbsr2 (median) against a
+    tight forward-sensitivity reference."""
+    ts = np.linspace(0.0, 600.0, 201)
+    ref = pbsens.forward_sensitivities(pka, (0.0, 600.0), t_eval=ts, method="Radau", rtol=1e-10, atol=1e-12)
+    kw = dict(t_span=(0.0, 600.0), t_eval=ts, method="pbsr2", rtol=1e-5, atol=1e-6)
+    r = pbsens.sensitivities(pka, solver="rodas5p", **kw)
+    tr = pbsens.solve_states(pka, (0.0, 600.0), t_eval=ts, method="rodas5p", rtol=1e-5, atol=1e-6)
+    pbs = np.flatnonzero(r.branch == "pbs")
+    assert pbs.size > 0
+    # each PBS interval is an interval of the solver's grid (both ends adjacent there)
+    i = np.searchsorted(tr.t, r.grid[pbs])
+    assert np.array_equal(tr.t[i], r.grid[pbs]) and np.array_equal(tr.t[i + 1], r.grid[pbs + 1])
+    assert r.grid.size > tr.t.size                              # the exponential intervals were refined
+    e = pbsens.relative_error(r, ref)
+    e_lsoda = pbsens.relative_error(pbsens.sensitivities(pka, solver="LSODA", **kw), ref)
+    assert np.median(e) <= 1.2 * np.median(e_lsoda)
+    assert np.max(e) < 1e-3

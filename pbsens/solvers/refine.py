@@ -4,10 +4,10 @@ A high-order state solver (Rodas5P, :mod:`pbsens.solvers.rosenbrock`) meets
 its tolerance with few, long steps. The post-hoc sensitivity methods are of
 order 1 or 2 in the step (METHOD.md section 2), so on such a grid their error
 is set by the step length, not by the state tolerance. :func:`refine_grid`
-splits every accepted step into ``m`` equal sub-intervals and takes the states
-at the new points from the solver's dense output: the sensitivity march then
-sees a finer grid at the cost of ``m - 1`` dense-output evaluations per step,
-never a second state solve.
+splits the grid so that no interval is longer than ``1/m`` of the accepted step
+it lies in, and takes the states at the new points from the solver's dense
+output: the sensitivity march then sees a finer grid at the cost of at most
+``m - 1`` dense-output evaluations per step, never a second state solve.
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ __all__ = ["refine_grid"]
 _MIN_GAP = 1e-3
 
 
-def refine_grid(trajectory: Trajectory, m: int) -> Trajectory:
-    """The trajectory on a grid with every accepted step split into ``m`` equal parts.
+def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps", only=None) -> Trajectory:
+    """The trajectory on a finer grid: no interval longer than ``1/m`` of its accepted step.
 
     Parameters
     ----------
@@ -37,24 +37,39 @@ def refine_grid(trajectory: Trajectory, m: int) -> Trajectory:
         (Rodas5P's, scipy's ``OdeSolution``), else the intervals of ``trajectory.t``.
     m : int
         Sub-intervals per accepted step; 1 returns the trajectory unchanged.
+    split : {"gaps", "steps"}
+        ``"gaps"`` (default): every interval of ``trajectory.t`` (accepted steps
+        with the output times merged in) longer than ``H/m``, ``H`` the length of
+        the accepted step it lies in, is split into ``ceil(m L / H)`` equal parts
+        (``L`` its length); shorter intervals stay as they are. Where output
+        times are denser than ``H/m`` (a long step near an equilibrium, crossing
+        many output times) nothing is added, and the output spacing, often
+        uniform, is kept (equal intervals let the exponential steps reuse their
+        matrix functions). ``"steps"``: the ``m - 1`` interior points of every
+        accepted step, whatever the output times inside it (an interior point
+        within 1/1000 of its sub-interval of an existing grid point is left out).
+    only : array_like of bool (len(trajectory.t) - 1,), optional
+        Refine only the intervals of ``trajectory.t`` marked True (the others keep
+        their two ends and nothing in between). Default: every interval.
 
     Returns
     -------
     Trajectory
         A copy whose ``t`` contains the original grid (output times and stop
-        times included) and the ``m - 1`` interior points of every step, with
-        ``x`` there from ``trajectory.sol``; the original grid points keep their
-        states bit for bit. ``eval_index`` points at ``t_eval`` in the new grid;
-        ``stats["refine"]`` is ``m``. An interior point within 1/1000 of its
-        sub-interval of an existing grid point is left out.
+        times included) and the new points, with ``x`` there from
+        ``trajectory.sol``; the original grid points keep their states bit for
+        bit. ``eval_index`` points at ``t_eval`` in the new grid;
+        ``stats["refine"]`` is ``m``.
 
     Raises
     ------
     PbsensError
-        ``m`` not a positive integer, or a trajectory without dense output.
+        ``m`` not a positive integer, ``split`` unknown, or a trajectory without dense output.
     """
     if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1:
         raise PbsensError(f"'substeps' must be a positive integer, got {m!r}")
+    if split not in ("gaps", "steps"):
+        raise PbsensError(f"'split' must be 'gaps' or 'steps', got {split!r}")
     m = int(m)
     if not isinstance(trajectory, Trajectory):
         raise PbsensError("'trajectory' must be a Trajectory (from solve_states) to refine its grid")
@@ -67,13 +82,18 @@ def refine_grid(trajectory: Trajectory, m: int) -> Trajectory:
     t = np.asarray(trajectory.t, dtype=np.float64)
     steps = np.asarray(getattr(sol, "ts", t), dtype=np.float64)
     steps = steps[(steps >= t[0]) & (steps <= t[-1])]
-    h = np.diff(steps)
-    frac = np.arange(1, m) / m
-    t_sub = (steps[:-1, None] + h[:, None] * frac[None, :]).reshape(-1)
-    gap = np.repeat(h / m * _MIN_GAP, m - 1)
-    pos = np.searchsorted(t, t_sub)                      # t[pos-1] < t_sub <= t[pos]
-    near = np.minimum(np.abs(t[np.minimum(pos, t.size - 1)] - t_sub), np.abs(t_sub - t[np.maximum(pos - 1, 0)]))
-    t_sub = t_sub[near > gap]
+    if steps.size < 2:
+        steps = t[[0, -1]]
+    if split == "gaps":
+        t_sub = _gap_points(t, steps, m)
+    else:
+        t_sub = _step_points(t, steps, m)
+    if only is not None:
+        only = np.asarray(only)
+        if only.dtype != bool or only.shape != (t.size - 1,):
+            raise PbsensError(f"'only' must be a boolean array with one entry per grid interval "
+                              f"({t.size - 1}), got dtype {only.dtype} and shape {only.shape}")
+        t_sub = t_sub[only[np.searchsorted(t, t_sub) - 1]]
     K = t.size + t_sub.size
     t_new = np.empty(K)
     x_new = np.empty((K, trajectory.x.shape[1]))
@@ -89,3 +109,34 @@ def refine_grid(trajectory: Trajectory, m: int) -> Trajectory:
     stats = dict(trajectory.stats)
     stats["refine"] = m
     return dataclasses.replace(trajectory, t=t_new, x=x_new, eval_index=eval_index, stats=stats)
+
+
+def _gap_points(t, steps, m):
+    """New points (sorted) that split each interval of ``t`` longer than ``1/m`` of its accepted step."""
+    L = np.diff(t)
+    j = np.clip(np.searchsorted(steps, t[:-1], side="right") - 1, 0, steps.size - 2)
+    H = steps[j + 1] - steps[j]
+    # parts per interval; the factor keeps an interval of exactly H/m (to rounding) whole
+    n = np.maximum(np.ceil(L * m / H * (1.0 - 1e-9)), 1.0).astype(np.int64)
+    long = np.flatnonzero(n > 1)
+    if long.size == 0:
+        return np.empty(0)
+    cnt = n[long] - 1
+    owner = np.repeat(long, cnt)
+    first = np.concatenate(([0], np.cumsum(cnt)[:-1]))
+    i = np.arange(cnt.sum()) - np.repeat(first, cnt) + 1
+    t_sub = t[owner] + L[owner] * (i / n[owner])
+    # strictly inside their interval (rounding could put one on an end)
+    keep = (t_sub > t[owner]) & (t_sub < t[owner + 1])
+    return t_sub[keep]
+
+
+def _step_points(t, steps, m):
+    """The ``m - 1`` interior points of every accepted step, less those next to an existing point."""
+    h = np.diff(steps)
+    frac = np.arange(1, m) / m
+    t_sub = (steps[:-1, None] + h[:, None] * frac[None, :]).reshape(-1)
+    gap = np.repeat(h / m * _MIN_GAP, m - 1)
+    pos = np.searchsorted(t, t_sub)                      # t[pos-1] < t_sub <= t[pos]
+    near = np.minimum(np.abs(t[np.minimum(pos, t.size - 1)] - t_sub), np.abs(t_sub - t[np.maximum(pos - 1, 0)]))
+    return t_sub[near > gap]
