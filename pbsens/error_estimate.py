@@ -31,7 +31,7 @@ import numpy as np
 from .errors import AccuracyWarning
 
 __all__ = ["method_order", "midpoint_states", "interpolate_states", "relative_difference", "refine_counts",
-           "tight_states", "state_part", "warn_range"]
+           "tight_states", "state_part", "warn_range", "problem_conditions", "condition_estimates"]
 
 
 def method_order(method, branch_codes=None):
@@ -200,3 +200,69 @@ def warn_range(t, bad, what, stacklevel=3):
     idx = np.flatnonzero(bad)
     warnings.warn(f"{what} on t in [{t[idx[0]]:.6g}, {t[idx[-1]]:.6g}] ({idx.size} of {t.size} output times)",
                   AccuracyWarning, stacklevel=stacklevel)
+
+
+def problem_conditions(problem, theta=None, steady_state_tol=(1e-10, 1e-12)):
+    """The simulation setup of every condition of a PEtab :class:`~pbsens.problems.Problem`.
+
+    Yields ``(name, times, p, x0, S0, has_stops)`` per simulation condition, as
+    :meth:`Problem.evaluate` builds it at ``theta`` (default the nominal values):
+    the condition's model parameters, its initial state and sensitivity (after
+    the preequilibration, solved here by
+    :func:`pbsens.problems.steady_state.steady_state` at ``steady_state_tol``, and
+    the condition's state overrides), and its finite output times with ``t0 = 0``
+    first. ``has_stops``: a breakpoint or event lies in ``(0, times[-1]]`` (the
+    plain post-hoc march does not apply across it; :func:`pbsens.problems.simulate.simulate`
+    does).
+    """
+    from .problems.priors import unscale
+    from .problems.steady_state import steady_state
+    m = problem.model
+    p_lin = unscale(problem._theta(theta), problem._scales)
+    rtol, atol = steady_state_tol
+    for name, plan in zip(problem.conditions, problem._plans):
+        p = plan.sim.values(p_lin)
+        times = np.unique(plan.times[plan.times >= 0])
+        if times.size == 0 or times[0] > 0:
+            times = np.concatenate(([0.0], times))
+        disc = m.discontinuities
+        tb, _ = disc.breakpoints(p)
+        te, _ = disc.event_times(p)
+        has_stops = bool(np.any((tb > 0) & (tb <= times[-1])) or np.any((te > 0) & (te <= times[-1])))
+        if plan.pre is None:
+            x0, S0 = problem._initial(p, plan.reinit)
+        else:
+            pre = plan.pre.values(p_lin)
+            xp0, Sp0 = problem._initial(pre, plan.pre_init)
+            x0, S0 = steady_state(m, pre, xp0, Sp0, sensitivities=True, rtol=rtol, atol=atol)
+            x0, S0 = np.array(x0, dtype=np.float64), np.array(S0, dtype=np.float64)
+            for i, j in plan.reinit:
+                x0[i] = p[j]
+                S0[i, :] = 0.0
+                S0[i, j] = 1.0
+        yield name, times, p, x0, S0, has_stops
+
+
+def condition_estimates(problem, theta=None, method="exp2", solver="LSODA", rtol=1e-8, atol=1e-10):
+    """``{condition: max_k error_estimate}`` of a PEtab problem's post-hoc sensitivities.
+
+    Per condition (:func:`problem_conditions`): the state solve and
+    :func:`pbsens.sensitivities` with ``estimate_error=True`` at the options
+    :meth:`Problem.evaluate` uses by default; the largest estimate over the
+    output times after ``t0``. ``None`` for a condition with breakpoints or events
+    inside its span (not estimated).
+    """
+    from .sensitivities import sensitivities
+    from .solve import solve_states
+    out = {}
+    for name, times, p, x0, S0, has_stops in problem_conditions(problem, theta):
+        if has_stops or times[-1] <= 0:
+            out[name] = None
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AccuracyWarning)
+            tr = solve_states(problem.model, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, method=solver,
+                              rtol=rtol, atol=atol)
+            r = sensitivities(problem.model, tr, method=method, t_eval=times, S0=S0, estimate_error=True)
+        out[name] = float(np.max(r.error_estimate[1:])) if times.size > 1 else 0.0
+    return out
