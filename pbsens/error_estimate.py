@@ -211,9 +211,11 @@ def problem_conditions(problem, theta=None, steady_state_tol=(1e-10, 1e-12)):
     the preequilibration, solved here by
     :func:`pbsens.problems.steady_state.steady_state` at ``steady_state_tol``, and
     the condition's state overrides), and its finite output times with ``t0 = 0``
-    first. ``has_stops``: a breakpoint or event lies in ``(0, times[-1]]`` (the
-    plain post-hoc march does not apply across it; :func:`pbsens.problems.simulate.simulate`
-    does).
+    first. ``has_stops``: a breakpoint lies in ``(0, times[-1])`` or an event in
+    ``(0, times[-1]]`` (the plain post-hoc march does not apply across it;
+    :func:`pbsens.problems.simulate.simulate` does). A breakpoint at the last
+    output time changes nothing before it; there the march gives ``S`` without
+    the jump ``(f_- - f_+) dtau/dp``.
     """
     from .problems.priors import unscale
     from .problems.steady_state import steady_state
@@ -228,7 +230,7 @@ def problem_conditions(problem, theta=None, steady_state_tol=(1e-10, 1e-12)):
         disc = m.discontinuities
         tb, _ = disc.breakpoints(p)
         te, _ = disc.event_times(p)
-        has_stops = bool(np.any((tb > 0) & (tb <= times[-1])) or np.any((te > 0) & (te <= times[-1])))
+        has_stops = bool(np.any((tb > 0) & (tb < times[-1])) or np.any((te > 0) & (te <= times[-1])))
         if plan.pre is None:
             x0, S0 = problem._initial(p, plan.reinit)
         else:
