@@ -80,7 +80,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13,
                   substeps=None, estimate_error=False,
-                  sens_rtol=None, sens_atol=None, state_error="auto", max_refine=6, max_split=64,
+                  sens_rtol=None, sens_atol=None, state_error="auto", max_refine=12, max_split=64,
                   max_grid_factor=200, max_substeps=10_000_000, tighten_states=True) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
@@ -187,7 +187,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         ``options["state_tighten"] = f``. ``False``: keep the trajectory's states
         (the state part then bounds the accuracy).
     max_refine, max_split, max_grid_factor : int, int, float
-        Limits of the ``sens_rtol`` refinement: rounds (6), parts per interval and
+        Limits of the ``sens_rtol`` refinement: rounds (12), parts per interval and
         round (64), grid size relative to the state solver's (200).
     max_substeps : int
         Bound on the work of one march: the total number of PBS sub-steps
@@ -415,8 +415,12 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             if np.all(counts == 1):      # the per-interval shares are met; split where the total is not
                 bad = ~ok
                 counts[np.flatnonzero(bad[1:])] = 2
-            if t.size + int((counts - 1).sum()) > max_grid_factor * t_solver.size:   # stated limit: keep this grid
-                break
+            room = int(max_grid_factor * t_solver.size) - t.size
+            extra = int((counts - 1).sum())
+            if extra > room:       # stated limit: scale the splits down to the grid budget, or keep this grid
+                counts = 1 + ((counts - 1) * max(room, 0)) // extra
+                if not np.any(counts > 1):
+                    break
             t_new, x_new, pos_new = error_estimate.midpoint_states(model, p, t, x, t_solver, x_solver, sol, counts)
             n_split += int((counts > 1).sum())
             oi_new = np.full(t_new.size, -1, dtype=np.int64)
