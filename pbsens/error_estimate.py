@@ -30,8 +30,8 @@ import numpy as np
 
 from .errors import AccuracyWarning
 
-__all__ = ["method_order", "midpoint_states", "interpolate_states", "relative_difference", "refine_counts",
-           "tight_states", "state_part", "warn_range"]
+__all__ = ["method_order", "midpoint_states", "interpolate_states", "relative_difference", "extrapolate", "refine_counts",
+           "tight_states", "state_part", "tighten_factor", "warn_range", "problem_conditions", "condition_estimates"]
 
 
 def method_order(method, branch_codes=None):
@@ -122,12 +122,34 @@ def relative_difference(S, S_fine, order):
     return E, Ep
 
 
+def tolerance_factor(order):
+    """The ``sens_rtol`` result's error relative to the coarse march's estimate.
+
+    First order (``exp``; ``pbsr`` with ``exp-stiff`` intervals): the result is the
+    extrapolation of the pair (:func:`extrapolate`), whose error is taken as the finer
+    march's, ``1/2`` of the coarse one's (measured: below it by 2-30x on Boehm,
+    Fujita, PKA). Second order: the coarse march itself (extrapolating made exp2's
+    error larger on Boehm, whose grid is not in the asymptotic range), factor 1.
+    """
+    return 0.5 if order == 1 else 1.0
+
+
+def extrapolate(S, S_fine, order):
+    """Richardson extrapolation of the pair: ``S_fine + (S_fine - S) / (2^p - 1)``.
+
+    Cancels the ``C h^p`` term of both marches' error. Where intervals of a
+    ``pbsr`` march have different orders (``p = 1`` is used then), the
+    second-order ones keep an error of half the coarse march's.
+    """
+    return S_fine + (S_fine - S) / (2.0 ** order - 1.0)
+
+
 def refine_counts(t, S, S_fine, order, sens_rtol, sens_atol, max_split):
     """Sub-intervals per grid interval for the next refinement round.
 
     ``S``, ``S_fine``: the march on ``t`` and on ``t`` bisected, stored at every point of
     ``t``. The local contribution of interval ``k`` is ``l_k = c ||D_k+1 - D_k||_F``,
-    ``D = S - S_fine``. The tolerance ``tol_k = sens_rtol ||S_fine_k+1||_F + sens_atol`` is
+    ``D = S - S_fine``, ``c = (2^p / (2^p - 1))`` times :func:`tolerance_factor`. The tolerance ``tol_k = sens_rtol ||S_fine_k+1||_F + sens_atol`` is
     shared equally among the ``N`` intervals that matter (``l_k >= 1e-3 max l``):
     an interval is split into ``ceil((2 l_k N / tol_k)^(1/p))`` parts (local error
     ``h^(p+1)`` per part, ``n`` parts), but never more than
@@ -135,7 +157,7 @@ def refine_counts(t, S, S_fine, order, sens_rtol, sens_atol, max_split):
     tolerance (splitting every interval that much would meet it), nor ``max_split``.
     Returns ``counts`` (1 = keep).
     """
-    c = 2.0 ** order / (2.0 ** order - 1.0)
+    c = 2.0 ** order / (2.0 ** order - 1.0) * tolerance_factor(order)
     D = S - S_fine
     dD = D[1:] - D[:-1]
     loc = c * np.sqrt(np.einsum("kij,kij->k", dD, dD))
@@ -159,16 +181,16 @@ def refine_counts(t, S, S_fine, order, sens_rtol, sens_atol, max_split):
     return counts
 
 
-def tight_states(model, trajectory, t_grid):
-    """The trajectory re-solved at ``rtol/10``, ``atol/10`` (same solver): ``(x, sol)``.
+def tight_states(model, trajectory, t_grid, factor=10.0):
+    """The trajectory re-solved at ``rtol/factor``, ``atol/factor`` (same solver): ``(x, sol)``.
 
     ``x``: states at the times ``t_grid`` (merged into the solve exactly); ``sol``: its
     dense output, or None if the solver keeps none.
     """
     from .solvers import solve_states
     tight = solve_states(model, (trajectory.t[0], trajectory.t[-1]), t_eval=t_grid, p=trajectory.p,
-                         x0=trajectory.x0, method=trajectory.method or "LSODA", rtol=trajectory.rtol / 10,
-                         atol=np.asarray(trajectory.atol) / 10, dense_output=True,
+                         x0=trajectory.x0, method=trajectory.method or "LSODA", rtol=trajectory.rtol / factor,
+                         atol=np.asarray(trajectory.atol) / factor, dense_output=True,
                          tstops=getattr(trajectory, "tstops", None))
     if tight.eval_index is not None and tight.x.ndim == 2 and tight.eval_index.size == t_grid.size \
             and np.array_equal(tight.t[tight.eval_index], t_grid):
@@ -193,6 +215,23 @@ def state_part(S, S_tight):
     return (10.0 / 9.0) * np.where(den > 0, num / np.where(den > 0, den, 1.0), num)
 
 
+def tighten_factor(E_state, sens_rtol, max_factor=1e4):
+    """How much tighter than the trajectory's the states must be for ``sens_rtol``.
+
+    ``E_state`` is the state part of the trajectory (solved at ``rtol``), measured
+    against a solve at ``rtol/10``; the effect of the state error on ``S`` is taken
+    proportional to the state tolerance, so a solve at ``rtol/f`` has
+    ``E_state / f``. Returns 1 (no need), 10 (the ``rtol/10`` solve already in hand
+    meets ``sens_rtol / 2``), or ``f = 2 max E_state / sens_rtol`` rounded up to a power
+    of ten, at most ``max_factor``.
+    """
+    worst = float(np.max(E_state)) if E_state.size else 0.0
+    if not worst > sens_rtol:
+        return 1.0
+    f = 2.0 * worst / sens_rtol
+    return float(min(max_factor, max(10.0, 10.0 ** np.ceil(np.log10(f)))))
+
+
 def warn_range(t, bad, what, stacklevel=3):
     """Issue an :class:`AccuracyWarning` naming the time range where ``bad`` holds."""
     if not np.any(bad):
@@ -200,3 +239,71 @@ def warn_range(t, bad, what, stacklevel=3):
     idx = np.flatnonzero(bad)
     warnings.warn(f"{what} on t in [{t[idx[0]]:.6g}, {t[idx[-1]]:.6g}] ({idx.size} of {t.size} output times)",
                   AccuracyWarning, stacklevel=stacklevel)
+
+
+def problem_conditions(problem, theta=None, steady_state_tol=(1e-10, 1e-12)):
+    """The simulation setup of every condition of a PEtab :class:`~pbsens.problems.Problem`.
+
+    Yields ``(name, times, p, x0, S0, has_stops)`` per simulation condition, as
+    :meth:`Problem.evaluate` builds it at ``theta`` (default the nominal values):
+    the condition's model parameters, its initial state and sensitivity (after
+    the preequilibration, solved here by
+    :func:`pbsens.problems.steady_state.steady_state` at ``steady_state_tol``, and
+    the condition's state overrides), and its finite output times with ``t0 = 0``
+    first. ``has_stops``: a breakpoint lies in ``(0, times[-1])`` or an event in
+    ``(0, times[-1]]`` (the plain post-hoc march does not apply across it;
+    :func:`pbsens.problems.simulate.simulate` does). A breakpoint at the last
+    output time changes nothing before it; there the march gives ``S`` without
+    the jump ``(f_- - f_+) dtau/dp``.
+    """
+    from .problems.priors import unscale
+    from .problems.steady_state import steady_state
+    m = problem.model
+    p_lin = unscale(problem._theta(theta), problem._scales)
+    rtol, atol = steady_state_tol
+    for name, plan in zip(problem.conditions, problem._plans):
+        p = plan.sim.values(p_lin)
+        times = np.unique(plan.times[plan.times >= 0])
+        if times.size == 0 or times[0] > 0:
+            times = np.concatenate(([0.0], times))
+        disc = m.discontinuities
+        tb, _ = disc.breakpoints(p)
+        te, _ = disc.event_times(p)
+        has_stops = bool(np.any((tb > 0) & (tb < times[-1])) or np.any((te > 0) & (te <= times[-1])))
+        if plan.pre is None:
+            x0, S0 = problem._initial(p, plan.reinit)
+        else:
+            pre = plan.pre.values(p_lin)
+            xp0, Sp0 = problem._initial(pre, plan.pre_init)
+            x0, S0 = steady_state(m, pre, xp0, Sp0, sensitivities=True, rtol=rtol, atol=atol)
+            x0, S0 = np.array(x0, dtype=np.float64), np.array(S0, dtype=np.float64)
+            for i, j in plan.reinit:
+                x0[i] = p[j]
+                S0[i, :] = 0.0
+                S0[i, j] = 1.0
+        yield name, times, p, x0, S0, has_stops
+
+
+def condition_estimates(problem, theta=None, method="exp2", solver="LSODA", rtol=1e-8, atol=1e-10):
+    """``{condition: max_k error_estimate}`` of a PEtab problem's post-hoc sensitivities.
+
+    Per condition (:func:`problem_conditions`): the state solve and
+    :func:`pbsens.sensitivities` with ``estimate_error=True`` at the options
+    :meth:`Problem.evaluate` uses by default; the largest estimate over the
+    output times after ``t0``. ``None`` for a condition with breakpoints or events
+    inside its span (not estimated).
+    """
+    from .sensitivities import sensitivities
+    from .solve import solve_states
+    out = {}
+    for name, times, p, x0, S0, has_stops in problem_conditions(problem, theta):
+        if has_stops or times[-1] <= 0:
+            out[name] = None
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AccuracyWarning)
+            tr = solve_states(problem.model, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, method=solver,
+                              rtol=rtol, atol=atol)
+            r = sensitivities(problem.model, tr, method=method, t_eval=times, S0=S0, estimate_error=True)
+        out[name] = float(np.max(r.error_estimate[1:])) if times.size > 1 else 0.0
+    return out

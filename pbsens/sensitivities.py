@@ -117,8 +117,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-13,
                   substeps=None, estimate_error=False,
-                  sens_rtol=None, sens_atol=None, state_error="auto", max_refine=6, max_split=64,
-                  max_grid_factor=200, max_substeps=10_000_000) -> SensitivityResult:
+                  sens_rtol=None, sens_atol=None, state_error="auto", max_refine=12, max_split=64,
+                  max_grid_factor=200, max_substeps=10_000_000, tighten_states=True) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
     Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
@@ -218,8 +218,17 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         they are computed on. ``"auto"`` (default): ``"resolve"`` when ``trajectory``
         is a Trajectory (or states are solved here) and ``estimate_error`` is on or
         ``sens_rtol`` is given, else None.
+    tighten_states : bool
+        With ``sens_rtol`` and the state part estimated (``state_error`` resolving):
+        where the state part exceeds ``sens_rtol``, return ``x`` and ``S`` on states
+        solved tighter instead, at ``rtol/f`` and ``atol/f`` (``f = 10``: the solve
+        the estimate made; else ``2 max E_state / sens_rtol`` rounded up to a power of
+        ten, at most 1e4: one more state solve), the grid kept; the state part is
+        then ``E_state / f`` (taken proportional to the tolerance) and
+        ``options["state_tighten"] = f``. ``False``: keep the trajectory's states
+        (the state part then bounds the accuracy).
     max_refine, max_split, max_grid_factor : int, int, float
-        Limits of the ``sens_rtol`` refinement: rounds (6), parts per interval and
+        Limits of the ``sens_rtol`` refinement: rounds (12), parts per interval and
         round (64), grid size relative to the state solver's (200).
     max_substeps : int
         Bound on the work of one march: the total number of PBS sub-steps
@@ -445,11 +454,13 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             oi2[pos] = all_index
             S_fine = run(t2, x2, oi2, t.size)[0]
             order = error_estimate.method_order(method, branch)
+            # first order: the result is the pair's extrapolation, its error taken as the finer march's
+            c_fine = error_estimate.tolerance_factor(order)
             E_all, Ep_all = error_estimate.relative_difference(S_all, S_fine, order)
+            E_all, Ep_all = E_all * c_fine, Ep_all * c_fine
             nrm = np.sqrt(np.einsum("kij,kij->k", S_fine, S_fine))
-            c = 2.0 ** order / (2.0 ** order - 1.0)
             D = S_all - S_fine
-            abs_err = c * np.sqrt(np.einsum("kij,kij->k", D, D))
+            abs_err = (2.0 ** order / (2.0 ** order - 1.0)) * c_fine * np.sqrt(np.einsum("kij,kij->k", D, D))
             ok = abs_err <= sens_rtol * nrm + sens_atol
             if np.all(ok) or round_ == max_refine:
                 break
@@ -457,8 +468,12 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             if np.all(counts == 1):      # the per-interval shares are met; split where the total is not
                 bad = ~ok
                 counts[np.flatnonzero(bad[1:])] = 2
-            if t.size + int((counts - 1).sum()) > max_grid_factor * t_solver.size:   # stated limit: keep this grid
-                break
+            room = int(max_grid_factor * t_solver.size) - t.size
+            extra = int((counts - 1).sum())
+            if extra > room:       # stated limit: scale the splits down to the grid budget, or keep this grid
+                counts = 1 + ((counts - 1) * max(room, 0)) // extra
+                if not np.any(counts > 1):
+                    break
             t_new, x_new, pos_new = error_estimate.midpoint_states(model, p, t, x, t_solver, x_solver, sol, counts)
             n_split += int((counts > 1).sum())
             oi_new = np.full(t_new.size, -1, dtype=np.int64)
@@ -467,7 +482,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             all_index = np.arange(t.size, dtype=np.int64)
         keep = out_index >= 0
         S_out = np.empty((t_out.size, nx, np_))
-        S_out[out_index[keep]] = S_all[keep]
+        S_out[out_index[keep]] = (error_estimate.extrapolate(S_all[keep], S_fine[keep], order) if order == 1
+                                  else S_all[keep])
         E_est = np.empty(t_out.size)
         E_par = np.empty((t_out.size, np_))
         E_est[out_index[keep]] = E_all[keep]
@@ -491,9 +507,28 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             import warnings
             warnings.warn(f"the state solve's error could not be estimated (re-solve at rtol/10 failed: {exc}); "
                           "error_estimate covers the sensitivity march only", AccuracyWarning, stacklevel=2)
+    state_factor = 1.0
     if x_t is not None:
         S_t = run(t, x_t, out_index, t_out.size, dense=sol_t)[0]
         E_state = error_estimate.state_part(S_out, S_t)
+        if sens_rtol is not None and tighten_states:
+            # the states limit S beyond sens_rtol: march on states solved tighter (an rtol/10 solve is in hand)
+            state_factor = error_estimate.tighten_factor(E_state, sens_rtol)
+            E_new = E_state / state_factor
+            if state_factor > 10.0:
+                try:
+                    x_f, sol_f = error_estimate.tight_states(model, trajectory, t, factor=state_factor)
+                    S_f = run(t, x_f, out_index, t_out.size, dense=sol_f)[0]
+                except PbsensError:
+                    state_factor = 10.0
+                    E_new = E_state / state_factor
+                else:
+                    # the rtol/10 and rtol/f solves differ by (1/10 - 1/f) of the effect at rtol
+                    E_new = (10.0 / (state_factor - 10.0)) * error_estimate.state_part(S_t, S_f) * 0.9
+                    S_t, x_t = S_f, x_f
+            if state_factor > 1.0:
+                S_out, x = S_t, x_t
+                E_state = E_new
         timings["state_error"] = time.perf_counter() - t1
         error_estimate.warn_range(t_out, E_state > 1e-2, "the estimated error of S caused by the state solve "
                                   "exceeds 1e-2 (post-hoc sensitivities cannot be more accurate than the states "
@@ -505,7 +540,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     options.update(solver_info or {"solver": solver if "states" in timings else None,
                                    "rtol": rtol if "states" in timings else None,
                                    "atol": atol if "states" in timings else None})
-    options.update(sens_rtol=sens_rtol, sens_atol=sens_atol, state_error=state_error)
+    options.update(sens_rtol=sens_rtol, sens_atol=sens_atol, state_error=state_error, state_tighten=state_factor)
     return SensitivityResult(
         t=np.array(t_out), x=x[out_index >= 0], S=S_out, method=method, p=p.copy(),
         x0=x[0].copy(), S0=S0_used, grid=t, branch=_BRANCH_ARRAY[branch],

@@ -333,3 +333,55 @@ def test_compare_table_and_figure(procs, work, chua):
         assert label in res.stdout
     import matplotlib.image as mpimg
     assert mpimg.imread(str(work / "cmp.png")).shape[:2] == (700, 700)
+
+
+# ------------------------------------------------------------------ printed error estimates
+def test_run_prints_estimated_error(work, chua, capsys):
+    """``--estimate-error`` prints the estimate beside the result: the API's numbers, and
+    within 10x of the true largest error (tight forward sensitivities)."""
+    import re
+    import warnings
+    from pbsens.errors import AccuracyWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        r = pbsens.sensitivities(chua, t_span=(0.0, 2.0), t_eval=TE, method="exp2", estimate_error=True)
+        code, out, err = run_main(["run", "Chua", "--t-end", "2", "--method", "exp2", "--t-eval", "0:2:11",
+                                   "--estimate-error"], work, capsys, models=[chua])
+    assert code == 0, err
+    m = re.search(r"estimated error E .*: median (\S+), max (\S+) at t = (\S+)", out)
+    assert m, out
+    assert float(m.group(2)) == pytest.approx(r.error_estimate.max(), rel=0.05)
+    ref = forward_sensitivities(chua, (0.0, 2.0), t_eval=TE, method="Radau", rtol=1e-10, atol=1e-12)
+    E = pbsens.relative_error(r, ref)
+    assert 0.1 <= float(m.group(2)) / E[1:].max() <= 10
+    assert "of which from the state solve" in out
+    # without the flag: nothing printed (the estimate is opt-in)
+    code, out, err = run_main(["run", "Chua", "--t-end", "2", "--method", "exp2", "--t-eval", "0:2:11"],
+                              work, capsys, models=[chua])
+    assert code == 0 and "estimated error" not in out
+
+
+def test_run_sens_rtol_prints_subdivisions(work, chua, capsys):
+    import re
+    import warnings
+    from pbsens.errors import AccuracyWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        code, out, err = run_main(["run", "Chua", "--t-end", "2", "--method", "exp2", "--t-eval", "0:2:11",
+                                   "--sens-rtol", "1e-4"], work, capsys, models=[chua])
+    assert code == 0, err
+    assert re.search(r"sens_rtol 0.0001: [1-9]\d* grid intervals subdivided", out), out
+    assert float(re.search(r"estimated error E .*: median (\S+),", out).group(1)) <= 1e-4
+
+
+def test_petab_prints_estimated_error_per_condition(work, capsys):
+    import re
+    from pathlib import Path
+    yaml = Path(__file__).parent / "data" / "petab" / "Perelson_Science1996" / "Perelson_Science1996.yaml"
+    code, out, err = run_main(["petab", str(yaml), "--method", "pbsr", "--estimate-error", "--rtol", "1e-5",
+                               "--atol", "1e-6"], work, capsys)
+    assert code == 0, err
+    m = re.search(r"condition1\s+\S+\s+E (\S+)", out)
+    assert m, out
+    # pbsr on Perelson with the 1-norm switch: true max E ~ 7e-2 (tests/test_error_estimate.py)
+    assert 5e-3 <= float(m.group(1)) <= 0.7

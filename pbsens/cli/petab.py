@@ -32,6 +32,9 @@ def add_parser(subparsers):
     sp.add_argument("--no-gradient", action="store_true", help="the log-likelihood only")
     sp.add_argument("--rtol", type=float, default=None, help="solver relative tolerance")
     sp.add_argument("--atol", type=float, default=None, help="solver absolute tolerance")
+    sp.add_argument("--estimate-error", action="store_true",
+                    help="per condition, the largest estimated relative error of the post-hoc sensitivities "
+                         "over its output times (one more solve and march per condition)")
     sp.add_argument("--json", metavar="OUT", help="write llh, chi2, gradient, FIM and timings as JSON")
     sp.add_argument("--plot", metavar="OUT.png", help="measured vs simulated, one panel per observable")
     sp.set_defaults(func=run)
@@ -138,6 +141,10 @@ def run(args):
     theta = read_theta(args.theta, problem) if args.theta else None
     opts = {k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
     res = problem.evaluate(theta, sensitivities=not args.no_gradient, method=args.method, **opts)
+    est = None
+    if args.estimate_error and args.method != "fs":
+        from ..error_estimate import condition_estimates
+        est = condition_estimates(problem, theta, method=args.method, **opts)
     print(f"problem     {args.problem}")
     print(f"parameters  {problem.dim} estimated, {len(problem.conditions)} conditions, "
           f"{len(res.simulations)} measurements")
@@ -146,15 +153,24 @@ def run(args):
     print(f"chi2        {res.chi2:.10g}")
     if res.gradient is not None:
         print(f"|gradient|  {np.linalg.norm(res.gradient):.6g}  (d llh / d theta, parameter scale)")
-    print("time per condition [ms]")
+    if args.estimate_error and est is None:
+        print("estimated error: not available for fs (its error is controlled by --rtol/--atol)")
+    if est is None:
+        print("time per condition [ms]")
+    else:
+        print(f"time per condition [ms], max estimated error E of S ({args.method}: relative, "
+              "||dS||_F / ||S||_F, over the condition's output times)")
     for name in problem.conditions:
-        print(f"  {name:<40s} {1e3 * res.timing[name]:10.2f}")
+        e = "" if est is None else ("  E n/a (events)" if est[name] is None else f"  E {est[name]:.2g}")
+        print(f"  {name:<40s} {1e3 * res.timing[name]:10.2f}{e}")
     print(f"  {'total':<40s} {1e3 * res.timing['total']:10.2f}")
     if args.json:
         out = {"problem": os.fspath(args.problem), "method": args.method, "llh": res.llh, "chi2": res.chi2,
                "parameter_ids": problem.parameter_ids, "theta": res.theta.tolist(),
                "gradient": None if res.gradient is None else res.gradient.tolist(),
                "fim": None if res.fim is None else res.fim.tolist(), "timing": res.timing}
+        if est is not None:
+            out["error_estimate"] = est
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(out, fh, indent=1)
         print(f"wrote {args.json}")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from ..errors import PbsensError
 from . import common
 from .common import (DATA_EXT, PLOT_EXT, SOLVERS, add_command, add_model_and_span, branch_summary, check_distinct,
@@ -26,7 +28,7 @@ def _warm_up(model, tr, method, interpolation):
 
 
 def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=None, atol=None,
-                interpolation=None):
+                interpolation=None, estimate_error=False, sens_rtol=None):
     """The computation behind ``pbsens run`` (also callable from Python).
 
     Post-hoc methods: :func:`pbsens.solve_states` then :func:`pbsens.sensitivities`
@@ -50,6 +52,10 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
         Default 1e-5 / 1e-6 (state solve), 1e-8 / 1e-10 for ``fs``.
     interpolation : {"linear", "hermite", "dense"}, optional
         Post-hoc methods only (default ``"linear"``).
+    estimate_error : bool
+        Post-hoc methods: fill ``r.error_estimate`` (see :func:`pbsens.sensitivities`).
+    sens_rtol : float, optional
+        Post-hoc methods: refine the grid until the estimated error meets it.
 
     Returns
     -------
@@ -59,6 +65,9 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
     if method == "fs":
         if interpolation is not None:
             raise PbsensError("'--interpolation' applies to the post-hoc methods only, not to 'fs'")
+        if sens_rtol is not None:
+            raise PbsensError("'--sens-rtol' applies to the post-hoc methods only, not to 'fs' (its error is "
+                              "controlled by --rtol/--atol)")
         fs = forward_function()
         return fs(model, t_span, t_eval=t_eval, p=p, method=solver or "BDF",
                   rtol=1e-8 if rtol is None else rtol, atol=1e-10 if atol is None else atol)
@@ -72,11 +81,29 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
     t1 = time.perf_counter()
     _warm_up(model, tr, method, interpolation)
     t2 = time.perf_counter()
-    r = sensitivities(model, tr, method=method, interpolation=interpolation)
+    r = sensitivities(model, tr, method=method, interpolation=interpolation, estimate_error=estimate_error,
+                      sens_rtol=sens_rtol)
     r.timings["states"] = t1 - t0
     r.timings["setup"] = t2 - t1
     r.timings.setdefault("n_steps", tr.stats.get("n_steps"))
     return r
+
+
+def error_lines(r):
+    """Printed lines on ``r.error_estimate`` (none when it was not computed)."""
+    E = getattr(r, "error_estimate", None)
+    if E is None:
+        return []
+    k = int(np.argmax(E)) if E.size else 0
+    lines = [f"  estimated error E (relative, ||dS||_F / ||S||_F): median {np.median(E):.2g}, max "
+             f"{E[k]:.2g} at t = {r.t[k]:.6g}"]
+    Es = getattr(r, "state_error_estimate", None)
+    if Es is not None:
+        lines.append(f"    of which from the state solve (re-solved at rtol/10): max {np.max(Es):.2g}")
+    o = r.options
+    if o.get("sens_rtol") is not None:
+        lines.append(f"    sens_rtol {o['sens_rtol']:g}: {r.subdivisions} grid intervals subdivided")
+    return lines
 
 
 def run(args):
@@ -91,7 +118,7 @@ def run(args):
     te = t_eval_arg(args.t_eval, span)
     p = params_arg(m, args.param)
     r = compute_run(m, args.method, span, t_eval=te, p=p, solver=args.solver, rtol=args.rtol, atol=args.atol,
-                    interpolation=args.interpolation)
+                    interpolation=args.interpolation, estimate_error=args.estimate_error, sens_rtol=args.sens_rtol)
     K, nx, np_ = r.S.shape
     say(args, f"{m.name}: {args.method} sensitivities of {nx} states x {np_} parameters on "
                f"[{span[0]:g}, {span[1]:g}], output at {K} times")
@@ -109,6 +136,10 @@ def run(args):
         say(args, f"  sensitivities: {fmt_time(r.timings.get('sensitivities'))} "
                    f"(interpolation {o.get('interpolation')}; compilation/loading before that "
                    f"{fmt_time(r.timings.get('setup'))})")
+        for line in error_lines(r):
+            say(args, line)
+    if args.estimate_error and args.method == "fs":
+        say(args, "  estimated error: not available for fs (its error is controlled by --rtol/--atol)")
     if args.out:
         write_result(args.out, r, t_span=span)
         say(args, f"wrote {args.out}: t ({K},), x ({K}, {nx}), S ({K}, {nx}, {np_}) with state and "
@@ -130,7 +161,8 @@ def add_parser(subparsers):
                     "and the timings; writes the result with state and parameter names.",
         epilog="examples:\n  pbsens run Chua --t-end 10 --out S.csv\n"
                "  pbsens run PKA --t-end 600 --t-eval 0:600:61 --method exp --out S.npz --plot S.png\n"
-               "  pbsens run model.json --t-span 0 5 --param k1=0.3 --method fs")
+               "  pbsens run model.json --t-span 0 5 --param k1=0.3 --method fs\n"
+               "  pbsens run Chua --t-end 10 --method exp2 --estimate-error --sens-rtol 1e-4")
     add_model_and_span(sp)
     sp.add_argument("--method", default="pbsr", choices=RUN_METHODS,
                     help="pbsr (Algorithm 2, default), exp (Algorithm 3), pbs (no switch), exp2/pbsr2 "
@@ -144,6 +176,11 @@ def add_parser(subparsers):
                     help="solver atol (default 1e-6 for the states, 1e-10 for fs)")
     sp.add_argument("--interpolation", choices=("linear", "hermite", "dense"), default=None,
                     help="states at PBSR refinement points (post-hoc methods; default linear, as the paper)")
+    sp.add_argument("--estimate-error", action="store_true",
+                    help="estimate the error of S (post-hoc methods; costs about 3-20x the march) and print it")
+    sp.add_argument("--sens-rtol", type=positive_float, default=None, metavar="TOL",
+                    help="refine the post-hoc grid until the estimated relative error of S meets TOL "
+                         "(prints the estimate)")
     sp.add_argument("--out", metavar="FILE",
                     help="write the result: .npz (arrays t, x, S, state_names, param_names, p, branch, ...) "
                          "or .csv (columns t, states, dX/dP)")
