@@ -1,8 +1,9 @@
 """Sampling a bounded posterior in unbounded coordinates (logit of the position in the bounds).
 
 A parameter ``theta_i`` with finite bounds ``lb_i < ub_i`` (on its parameter scale)
-is sampled as ``z_i = logit((theta_i - lb_i) / (ub_i - lb_i))``; a parameter with an
-infinite bound is left as it is (``z_i = theta_i``). With ``s = sigmoid(z)`` and
+is sampled as ``z_i = logit((theta_i - lb_i) / (ub_i - lb_i))``; one with a single
+finite bound as ``z_i = log(theta_i - lb_i)`` (or ``log(ub_i - theta_i)``); one
+without bounds is left as it is (``z_i = theta_i``). With ``s = sigmoid(z)`` and
 ``w = ub - lb``::
 
     theta = lb + w s,      J = dtheta/dz = w s (1 - s)
@@ -65,6 +66,12 @@ class BoundedTransform:
         self.bounded = np.isfinite(lo) & np.isfinite(hi)
         self.width = np.where(self.bounded, hi - lo, 1.0)
         self.lower0 = np.where(self.bounded, lo, 0.0)
+        # one finite bound: theta = lb + exp(z) or ub - exp(z)
+        self.lower_only = np.isfinite(lo) & ~np.isfinite(hi)
+        self.upper_only = ~np.isfinite(lo) & np.isfinite(hi)
+        self.anchor = np.where(self.lower_only, lo, np.where(self.upper_only, hi, 0.0))
+        self.sign = np.where(self.upper_only, -1.0, 1.0)
+        self.half = self.lower_only | self.upper_only
 
     @property
     def dim(self) -> int:
@@ -80,8 +87,10 @@ class BoundedTransform:
         """``theta(z)`` (clipped into ``[lower, upper]`` against round-off)."""
         z = self._check(z, "z")
         s = np.exp(_log_sigmoid(z))
-        th = np.where(self.bounded, self.lower0 + self.width * s, z)
-        return np.where(self.bounded, np.clip(th, self.lower, self.upper), th)
+        with np.errstate(over="ignore"):
+            th = np.where(self.bounded, self.lower0 + self.width * s,
+                          np.where(self.half, self.anchor + self.sign * np.exp(z), z))
+        return np.clip(th, self.lower, self.upper)
 
     def to_unbounded(self, theta, margin=0.0):
         """``z(theta)``; with ``margin`` > 0 the position ``(theta - lb) / w`` is first clipped to
@@ -92,9 +101,10 @@ class BoundedTransform:
             raise PbsensError(f"'theta'[{i}] = {th[i]} is outside its bounds [{self.lower[i]}, {self.upper[i]}]")
         s = np.where(self.bounded, (th - self.lower0) / self.width, 0.5)
         s = np.clip(s, margin, 1.0 - margin)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             z = np.log(s) - np.log1p(-s)
-        return np.where(self.bounded, z, th)
+            zh = np.log(np.maximum(self.sign * (th - self.anchor), margin))
+        return np.where(self.bounded, z, np.where(self.half, zh, th))
 
     def log_jacobian(self, z):
         """``sum_i log |dtheta_i / dz_i|``, its gradient in ``z`` and minus its (diagonal) Hessian."""
@@ -102,15 +112,17 @@ class BoundedTransform:
         ls, l1s = _log_sigmoid(z), _log_sigmoid(-z)          # log s, log(1 - s)
         s = np.exp(ls)
         b = self.bounded
-        logj = float(np.sum(np.where(b, np.log(self.width) + ls + l1s, 0.0)))
-        grad = np.where(b, 1.0 - 2.0 * s, 0.0)
+        logj = float(np.sum(np.where(b, np.log(self.width) + ls + l1s, np.where(self.half, z, 0.0))))
+        grad = np.where(b, 1.0 - 2.0 * s, np.where(self.half, 1.0, 0.0))
         curv = np.where(b, 2.0 * np.exp(ls + l1s), 0.0)
         return logj, grad, curv
 
     def jacobian_diag(self, z):
         """``dtheta_i / dz_i`` (``w s (1 - s)``, or 1 for an unbounded parameter)."""
         z = self._check(z, "z")
-        return np.where(self.bounded, self.width * np.exp(_log_sigmoid(z) + _log_sigmoid(-z)), 1.0)
+        with np.errstate(over="ignore"):
+            return np.where(self.bounded, self.width * np.exp(_log_sigmoid(z) + _log_sigmoid(-z)),
+                            np.where(self.half, self.sign * np.exp(z), 1.0))
 
 
 class UnboundedPosterior:
