@@ -154,13 +154,13 @@ def support(priors):
 
 
 def dispersed_starts(problem, chains, rng, *, method="exp2", scale=2.0, ridge=0.1, center=None,
-                     solver_options=None):
+                     solver_options=None, max_sd=1.0):
     """Starting points ``z`` of ``chains`` chains, dispersed around ``center`` (default the nominal values).
 
     Draws from ``N(z_c, scale^2 diag(1 / G_z,ii(z_c)))`` in the unbounded coordinates
     (:mod:`pbsens.inference.transform`), ``G_z`` the regularised SMMALA metric at the
     centre: each parameter dispersed by ``scale`` times its conditional standard
-    deviation (dispersed starts, so that R-hat can detect chains that have not
+    deviation, at most ``max_sd`` (dispersed starts, so that R-hat can detect chains that have not
     forgotten where they began). A centre
     on a bound is first moved ``1e-6`` of the width inside. Returns ``(z0, theta0)``,
     each (chains, d).
@@ -176,7 +176,11 @@ def dispersed_starts(problem, chains, rng, *, method="exp2", scale=2.0, ridge=0.
     # resolution (eigen-directions of a nearly singular G would mix identifiable
     # parameters into the wide non-identifiable spread and start chains in regions
     # where the model is stiff and the solve costs seconds)
-    sd = 1.0 / np.sqrt(np.maximum(np.diag(G), ridge))
+    # parameters without curvature (non-identifiable, J -> 0 at a bound) have sd
+    # 1/sqrt(ridge) ~ 3 there; capped at ``max_sd``: Boehm chains started ~2 sd out in
+    # k_imp_homo (at 1e-5 instead of near 1e5) climbed into a separate basin (log-posterior
+    # 11 below the main mode) and stayed there for 1,500 iterations
+    sd = np.minimum(1.0 / np.sqrt(np.maximum(np.diag(G), ridge)), max_sd)
     Z = zc + scale * sd * rng.standard_normal((chains, zc.size))
     return Z, np.array([post.transform.to_bounded(z) for z in Z])
 
