@@ -68,9 +68,9 @@ def _timed_item(context, theta):
     of a core the worker got (below 1 on a loaded machine).
     """
     from pbsens import parallel
-    t, c = time.perf_counter(), time.thread_time()
+    t, c = time.perf_counter(), time.process_time()
     r = parallel._evaluate_item(context, theta)
-    return r.llh, time.perf_counter() - t, time.thread_time() - c, os.getpid(), \
+    return r.llh, time.perf_counter() - t, time.process_time() - c, os.getpid(), \
         parallel.worker_load_time("problem", context[0])
 
 
