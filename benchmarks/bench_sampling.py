@@ -40,8 +40,13 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--scheduler", default=None)
     ap.add_argument("--out", default=None, help="write each method's outputs into OUT/<method>")
+    ap.add_argument("--checkpoints", metavar="DIR", default=None,
+                    help="only analyse the chain checkpoints (chain_<k>.npz) a running or stopped sample() left in "
+                         "its scratch folder DIR: the draws after --burn-in, cut to the shortest chain")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.checkpoints:
+        return analyse_checkpoints(args.checkpoints, args.burn_in or 0, args.problem)
     import pbsens
     import pbsens.petab as pp
     from pbsens.inference.sample_output import summary, write_sample_output
@@ -76,6 +81,28 @@ def main(argv=None):
             r = (df["ess_bulk_per_s"].min()) / (ref["ess_bulk_per_s"].min())
             print(f"{m} vs fs: ESS/s ratio (smallest over parameters) {r:.2f}x; means within 2 MC standard "
                   f"errors: {ok} (largest |diff| / tol = {float((diff / tol).max()):.2f})")
+
+
+def analyse_checkpoints(folder, burn_in, problem_path):
+    """R-hat, ESS and means from the checkpoints of chains that have not finished (partial draws)."""
+    import glob
+
+    import arviz as az
+    import pbsens.petab as pp
+    ids = pp.load(problem_path).parameter_ids
+    files = sorted(glob.glob(os.path.join(folder, "chain_*.npz")))
+    chains = [np.load(f)["chain"] for f in files]
+    print(f"{len(files)} chains, iterations done {[len(c) for c in chains]}, burn-in {burn_in}")
+    n = min(len(c) for c in chains) - burn_in
+    if n < 4:
+        print("too few draws after burn-in")
+        return
+    X = np.stack([c[burn_in:burn_in + n] for c in chains])
+    ds = az.convert_to_dataset({p: X[:, :, j] for j, p in enumerate(ids)})
+    df = az.summary(ds, kind="diagnostics").join(az.summary(ds, kind="stats")[["mean", "sd"]])
+    print(f"{n} draws per chain after burn-in; max R-hat {df['r_hat'].max():.3f}, min bulk ESS "
+          f"{df['ess_bulk'].min():.0f}, min tail ESS {df['ess_tail'].min():.0f}")
+    print(df.to_string())
 
 
 if __name__ == "__main__":
