@@ -43,10 +43,16 @@ def main(argv=None):
     ap.add_argument("--checkpoints", metavar="DIR", default=None,
                     help="only analyse the chain checkpoints (chain_<k>.npz) a running or stopped sample() left in "
                          "its scratch folder DIR: the draws after --burn-in, cut to the shortest chain")
+    ap.add_argument("--cost", type=int, default=0, metavar="N",
+                    help="with --checkpoints: also time one posterior evaluation (llh, gradient, FIM) of each method "
+                         "at N draws from the checkpoints, methods interleaved, medians")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     if args.checkpoints:
-        return analyse_checkpoints(args.checkpoints, args.burn_in or 0, args.problem)
+        X = analyse_checkpoints(args.checkpoints, args.burn_in or 0, args.problem)
+        if args.cost and X is not None:
+            evaluation_cost(args.problem, X.reshape(-1, X.shape[-1]), args.cost, args.methods)
+        return
     import pbsens
     import pbsens.petab as pp
     from pbsens.inference.sample_output import summary, write_sample_output
@@ -96,13 +102,37 @@ def analyse_checkpoints(folder, burn_in, problem_path):
     n = min(len(c) for c in chains) - burn_in
     if n < 4:
         print("too few draws after burn-in")
-        return
+        return None
     X = np.stack([c[burn_in:burn_in + n] for c in chains])
     ds = az.convert_to_dataset({p: X[:, :, j] for j, p in enumerate(ids)})
     df = az.summary(ds, kind="diagnostics").join(az.summary(ds, kind="stats")[["mean", "sd"]])
     print(f"{n} draws per chain after burn-in; max R-hat {df['r_hat'].max():.3f}, min bulk ESS "
           f"{df['ess_bulk'].min():.0f}, min tail ESS {df['ess_tail'].min():.0f}")
     print(df.to_string())
+    return X
+
+
+def evaluation_cost(problem_path, draws, n, methods):
+    """Median seconds of one posterior evaluation per method at ``n`` draws (interleaved, same points)."""
+    import time
+
+    import pbsens.petab as pp
+    pr = pp.load(problem_path)
+    pts = draws[np.linspace(0, len(draws) - 1, n).astype(int)]
+    posts = {m: pr.log_posterior(method=m) for m in methods}
+    for m in methods:
+        posts[m].evaluate(pts[0] + 1e-9)         # compile / warm up
+    secs = {m: [] for m in methods}
+    for x in pts:
+        for m in methods:
+            t = time.perf_counter()
+            posts[m].evaluate(x)
+            secs[m].append(time.perf_counter() - t)
+    med = {m: float(np.median(secs[m])) for m in methods}
+    print(f"one posterior evaluation at {n} draws, median [s]: " + ", ".join(f"{m} {v:.3f}" for m, v in med.items()))
+    if "fs" in med:
+        print("cost ratio fs / method (= ESS/s ratio method / fs when ESS per draw is the same): " +
+              ", ".join(f"{m} {med['fs'] / v:.2f}x" for m, v in med.items() if m != "fs"))
 
 
 if __name__ == "__main__":
