@@ -1,7 +1,7 @@
 """SMMALA on Boehm with exp2-, pbsr- and fs-based sensitivities: R-hat, ESS per second, agreement.
 
 For each method, ``pbsens.sample`` runs ``--chains`` chains of ``--draws`` draws
-(burn-in ``--burn-in``, default draws/2) from the nominal point with the same
+(burn-in ``--burn-in``, default draws/2) from dispersed starts (``pbsens.sample``) with the same
 root seed plus the method's index, in local processes (``--workers``) or on a dask scheduler
 (``--scheduler``). Reported per method: the largest R-hat over the estimated
 parameters, the smallest bulk / tail ESS, ESS per second (smallest bulk ESS
