@@ -59,12 +59,41 @@ def first_call(cache_dir=None):
     return float(out[0]), float(out[1]), time.perf_counter() - t
 
 
+def _timed_item(context, theta):
+    """A worker task: one evaluation, with its wall and CPU seconds and the worker's pid.
+
+    Tells apart where a speed-up below 2 comes from: the task seconds summed over
+    workers against ``workers x wall`` is the share lost to scheduling, transfer and
+    idle workers (chunking, warm-up); CPU / wall seconds inside the task is the share
+    of a core the worker got (below 1 on a loaded machine).
+    """
+    from pbsens import parallel
+    t, c = time.perf_counter(), time.process_time()
+    r = parallel._evaluate_item(context, theta)
+    return r.llh, time.perf_counter() - t, time.process_time() - c, os.getpid(), \
+        parallel.worker_load_time("problem", context[0])
+
+
+def _report(name, wall, out, n_workers):
+    busy = sum(o[1] for o in out)
+    cpu = sum(o[2] for o in out)
+    per = {}
+    for o in out:
+        per[o[3]] = per.get(o[3], 0.0) + o[1]
+    loads = sorted({round(o[4], 2) for o in out if o[4] is not None})
+    print(f"  {name:<12s} wall {wall:7.3f} s, task seconds {busy:7.3f} (per worker "
+          f"{', '.join(f'{v:.2f}' for v in per.values())}), busy share {busy / (n_workers * wall):5.1%}, "
+          f"CPU share in tasks {cpu / busy:5.1%}, problem load per worker (once, untimed) {loads} s")
+    return busy / (n_workers * wall)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--no-dask", action="store_true")
     ap.add_argument("--no-first-call", action="store_true")
+    ap.add_argument("--chunk-size", type=int, default=None, help="items per task (default: the library's)")
     args = ap.parse_args(argv)
     import warnings
     warnings.simplefilter("ignore")
@@ -91,9 +120,22 @@ def main(argv=None):
     for n in (1, 2):
         def run(n=n):
             res = parallel.map_tasks(parallel._evaluate_item, (parallel.problem_recipe(pr), {}), list(thetas),
-                                     n_workers=n, processes=True)
+                                     n_workers=n, processes=True, chunk_size=args.chunk_size)
             assert [r.llh for r in res] == ref
         rows[f"processes-{n}"] = timed(run)
+    # where the time goes (one more run of each, after the timed ones: workers warm, problem loaded)
+    print("breakdown (one run each; busy share = task seconds / (workers x wall), the rest is scheduling, "
+          "transfer and idle workers):")
+    busy = {}
+    for n in (1, 2):
+        t = time.perf_counter()
+        out = parallel.map_tasks(_timed_item, (parallel.problem_recipe(pr), {}), list(thetas), n_workers=n,
+                                 processes=True, chunk_size=args.chunk_size)
+        busy[n] = _report(f"processes-{n}", time.perf_counter() - t, out, n)
+    cs = args.chunk_size or max(1, -(-args.n // 8))
+    print(f"  {-(-args.n // cs)} chunks of {cs} for 2 workers; what scheduling, transfer and idle workers "
+          f"leave of the speed-up (2 x busy share of processes-2): {2 * busy[2]:.2f}x; a CPU share in tasks "
+          f"below 100% means the machine is loaded and the measured speed-up says little")
     parallel.shutdown()
     if not args.no_dask:
         import distributed

@@ -1,7 +1,7 @@
 """SMMALA on Boehm with exp2-, pbsr- and fs-based sensitivities: R-hat, ESS per second, agreement.
 
 For each method, ``pbsens.sample`` runs ``--chains`` chains of ``--draws`` draws
-(burn-in ``--burn-in``, default draws/2) from the nominal point with the same
+(burn-in ``--burn-in``, default draws/2) from dispersed starts (``pbsens.sample``) with the same
 root seed plus the method's index, in local processes (``--workers``) or on a dask scheduler
 (``--scheduler``). Reported per method: the largest R-hat over the estimated
 parameters, the smallest bulk / tail ESS, ESS per second (smallest bulk ESS
@@ -40,8 +40,19 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--scheduler", default=None)
     ap.add_argument("--out", default=None, help="write each method's outputs into OUT/<method>")
+    ap.add_argument("--checkpoints", metavar="DIR", default=None,
+                    help="only analyse the chain checkpoints (chain_<k>.npz) a running or stopped sample() left in "
+                         "its scratch folder DIR: the draws after --burn-in, cut to the shortest chain")
+    ap.add_argument("--cost", type=int, default=0, metavar="N",
+                    help="with --checkpoints: also time one posterior evaluation (llh, gradient, FIM) of each method "
+                         "at N draws from the checkpoints, methods interleaved, medians")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.checkpoints:
+        X = analyse_checkpoints(args.checkpoints, args.burn_in or 0, args.problem)
+        if args.cost and X is not None:
+            evaluation_cost(args.problem, X.reshape(-1, X.shape[-1]), args.cost, args.methods)
+        return
     import pbsens
     import pbsens.petab as pp
     from pbsens.inference.sample_output import summary, write_sample_output
@@ -53,8 +64,9 @@ def main(argv=None):
     for i, m in enumerate(args.methods):
         # a different root seed per method: chains of two methods with one seed would be coupled (nearly
         # the same draws), which makes the agreement of their means a weak check
+        offset = {"exp2": 0, "pbsr": 1, "fs": 2}.get(m, 3 + i)   # the same seeds whether methods run together or not
         idata = pbsens.sample(problem, chains=args.chains, draws=args.draws, burn_in=args.burn_in, method=m,
-                              seed=args.seed + i, client=args.scheduler, n_workers=args.workers, progress=True)
+                              seed=args.seed + offset, client=args.scheduler, n_workers=args.workers, progress=True)
         df = summary(idata)
         tables[m] = df
         att = idata.posterior.attrs
@@ -75,6 +87,52 @@ def main(argv=None):
             r = (df["ess_bulk_per_s"].min()) / (ref["ess_bulk_per_s"].min())
             print(f"{m} vs fs: ESS/s ratio (smallest over parameters) {r:.2f}x; means within 2 MC standard "
                   f"errors: {ok} (largest |diff| / tol = {float((diff / tol).max()):.2f})")
+
+
+def analyse_checkpoints(folder, burn_in, problem_path):
+    """R-hat, ESS and means from the checkpoints of chains that have not finished (partial draws)."""
+    import glob
+
+    import arviz as az
+    import pbsens.petab as pp
+    ids = pp.load(problem_path).parameter_ids
+    files = sorted(glob.glob(os.path.join(folder, "chain_*.npz")))
+    chains = [np.load(f)["chain"] for f in files]
+    print(f"{len(files)} chains, iterations done {[len(c) for c in chains]}, burn-in {burn_in}")
+    n = min(len(c) for c in chains) - burn_in
+    if n < 4:
+        print("too few draws after burn-in")
+        return None
+    X = np.stack([c[burn_in:burn_in + n] for c in chains])
+    ds = az.convert_to_dataset({p: X[:, :, j] for j, p in enumerate(ids)})
+    df = az.summary(ds, kind="diagnostics").join(az.summary(ds, kind="stats")[["mean", "sd"]])
+    print(f"{n} draws per chain after burn-in; max R-hat {df['r_hat'].max():.3f}, min bulk ESS "
+          f"{df['ess_bulk'].min():.0f}, min tail ESS {df['ess_tail'].min():.0f}")
+    print(df.to_string())
+    return X
+
+
+def evaluation_cost(problem_path, draws, n, methods):
+    """Median seconds of one posterior evaluation per method at ``n`` draws (interleaved, same points)."""
+    import time
+
+    import pbsens.petab as pp
+    pr = pp.load(problem_path)
+    pts = draws[np.linspace(0, len(draws) - 1, n).astype(int)]
+    posts = {m: pr.log_posterior(method=m) for m in methods}
+    for m in methods:
+        posts[m].evaluate(pts[0] + 1e-9)         # compile / warm up
+    secs = {m: [] for m in methods}
+    for x in pts:
+        for m in methods:
+            t = time.perf_counter()
+            posts[m].evaluate(x)
+            secs[m].append(time.perf_counter() - t)
+    med = {m: float(np.median(secs[m])) for m in methods}
+    print(f"one posterior evaluation at {n} draws, median [s]: " + ", ".join(f"{m} {v:.3f}" for m, v in med.items()))
+    if "fs" in med:
+        print("cost ratio fs / method (= ESS/s ratio method / fs when ESS per draw is the same): " +
+              ", ".join(f"{m} {med['fs'] / v:.2f}x" for m, v in med.items() if m != "fs"))
 
 
 if __name__ == "__main__":

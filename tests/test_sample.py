@@ -204,3 +204,115 @@ def test_evaluate_many_failed_evaluation_raise_or_keep():
     with pytest.warns(RuntimeWarning, match="1 of 3 evaluations failed"):
         kept = parallel.evaluate_many(_Flaky(), thetas, n_workers=1, errors="keep")
     assert kept[1].index == 1 and np.array_equal(kept[1].item, thetas[1])
+
+
+# ------------------------------------------------------------------ sampling in unbounded coordinates
+from pbsens.inference.transform import BoundedTransform, UnboundedPosterior  # noqa: E402
+
+LO = np.array([1.0, -0.5, 0.3, -np.inf, -np.inf])
+HI = np.array([3.0, 2.0, np.inf, 1.5, np.inf])
+
+
+class _Gauss:
+    """A correlated Gaussian log-density in theta (no support restriction), analytic gradient."""
+
+    dim = 5
+
+    def __init__(self):
+        A = np.random.default_rng(3).standard_normal((5, 5))
+        self.P = A @ A.T + 5 * np.eye(5)
+        self.m = np.array([1.7, 0.2, 1.0, 0.4, -0.3])
+
+    def evaluate(self, th):
+        r = th - self.m
+        return -0.5 * float(r @ self.P @ r), -self.P @ r, self.P.copy()
+
+
+def _fd(f, x, h=1e-6):
+    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
+
+
+def test_transform_round_trip_and_log_jacobian_against_numerical_derivative():
+    tr = BoundedTransform(LO, HI)
+    z = np.array([-1.3, 0.7, 0.4, -0.2, 2.5])
+    th = tr.to_bounded(z)
+    assert np.all(th > LO) and np.all(th < HI)
+    np.testing.assert_allclose(tr.to_unbounded(th), z, rtol=1e-12, atol=1e-12)
+    # log |dtheta_i / dz_i| against central differences of theta(z)
+    J_num = np.diag(np.array([(tr.to_bounded(z + 1e-6 * e) - tr.to_bounded(z - 1e-6 * e)) / 2e-6
+                              for e in np.eye(5)]).T)
+    logj, dlogj, curv = tr.log_jacobian(z)
+    assert logj == pytest.approx(float(np.sum(np.log(np.abs(J_num)))), abs=1e-7)
+    np.testing.assert_allclose(tr.jacobian_diag(z), J_num, rtol=1e-7)
+    np.testing.assert_allclose(dlogj, _fd(lambda v: tr.log_jacobian(v)[0], z), atol=1e-7)
+    np.testing.assert_allclose(curv, -np.diag(np.array([_fd(lambda v: tr.log_jacobian(v)[1][i], z)
+                                                        for i in range(5)])), atol=1e-6)
+    with pytest.raises(PbsensError, match=r"'theta'\[0\]"):
+        tr.to_unbounded(np.array([0.5, 0, 1, 0, 0]))
+
+
+def test_transformed_density_integrates_like_the_original():
+    """A change of variables keeps the mass: int pi_z dz = int_lb^ub pi dtheta (1-D, quadrature)."""
+    from scipy.integrate import quad
+    lo, hi = 1.0, 3.0
+    tr_post = UnboundedPosterior(_Gauss1(), [lo], [hi], ridge=0.0)
+    mass_z = quad(lambda z: np.exp(tr_post.evaluate(np.array([z]))[0]), -40, 40, limit=200)[0]
+    mass_t = quad(lambda t: np.exp(_Gauss1().evaluate(np.array([t]))[0]), lo, hi)[0]
+    assert mass_z == pytest.approx(mass_t, rel=1e-8)
+
+
+class _Gauss1:
+    dim = 1
+
+    def evaluate(self, th):
+        r = th[0] - 1.4
+        return -0.5 * r * r / 0.36, np.array([-r / 0.36]), np.array([[1 / 0.36]])
+
+
+def test_transformed_gradient_and_metric_chain_rule():
+    post = UnboundedPosterior(_Gauss(), LO, HI, ridge=0.0)
+    z = np.array([-0.4, 1.1, -0.8, 0.3, 0.6])
+    lp, g, G = post.evaluate(z)
+    np.testing.assert_allclose(g, _fd(lambda v: post.evaluate(v)[0], z), rtol=1e-6, atol=1e-6)
+    # for a Gaussian in theta, minus the Hessian of log pi_z is J P J + diag(-d2 log J) - diag(grad_theta * d2theta)
+    # (the last term, the second derivative of theta(z) times the theta-gradient, is not in the metric);
+    # check the metric's definition: J P J + diag(2 s (1 - s)) for the doubly bounded parameters
+    tr = post.transform
+    J = tr.jacobian_diag(z)
+    expect = J[:, None] * _Gauss().P * J[None, :] + np.diag(tr.log_jacobian(z)[2])
+    np.testing.assert_allclose(G, expect, rtol=1e-12)
+    assert post.log_posterior_theta(lp, z) == pytest.approx(_Gauss().evaluate(tr.to_bounded(z))[0], rel=1e-12)
+
+
+class _Beta2:
+    """theta_0 ~ Beta(2, 5) on [1, 3]; theta_1 ~ N(0, 1) truncated to [-0.5, 2]; exact negative Hessians."""
+
+    dim = 2
+    a, b = 2.0, 5.0
+
+    def evaluate(self, th):
+        x = (th[0] - 1.0) / 2.0
+        if not (0 < x < 1) or not (-0.5 <= th[1] <= 2.0):
+            return -np.inf, np.zeros(2), np.eye(2)
+        lp = (self.a - 1) * np.log(x) + (self.b - 1) * np.log1p(-x) - 0.5 * th[1] ** 2
+        g = np.array([((self.a - 1) / x - (self.b - 1) / (1 - x)) / 2.0, -th[1]])
+        h = ((self.a - 1) / x ** 2 + (self.b - 1) / (1 - x) ** 2) / 4.0
+        return lp, g, np.diag([h, 1.0])
+
+
+def test_smmala_in_unbounded_coordinates_samples_bounded_targets():
+    from scipy import stats
+    post = UnboundedPosterior(_Beta2(), [1.0, -0.5], [3.0, 2.0])
+    res = pbsens.smmala(post, post.transform.to_unbounded(np.array([1.5, 0.0])), 6000, burn_in=1000, seed=11,
+                        progress=False)
+    th = np.array([post.transform.to_bounded(z) for z in res.chain])
+    beta = stats.beta(2, 5, loc=1.0, scale=2.0)
+    tn = stats.truncnorm(-0.5, 2.0)
+    ess = np.array([az.ess(np.ascontiguousarray(th[:, j])) for j in range(2)])
+    assert np.all(ess > 500), ess
+    for j, dist in enumerate((beta, tn)):
+        mcse = np.sqrt(dist.var() / ess[j])
+        assert abs(th[:, j].mean() - dist.mean()) < 4 * mcse, (j, th[:, j].mean(), dist.mean(), mcse)
+        # variance: MC error of the sample variance ~ var * sqrt(2 / ess) (plus excess kurtosis; 5 sigma)
+        assert abs(th[:, j].var() - dist.var()) < 5 * dist.var() * np.sqrt(2.0 / ess[j]), j
+    assert 0.4 < res.accept_rate < 0.95

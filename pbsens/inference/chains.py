@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 
 from ..errors import PbsensError
+from .transform import UnboundedPosterior
 
 __all__ = ["sample"]
 
@@ -95,11 +96,23 @@ def _chain_item(context, item):
     post = problem.log_posterior(method=opts["method"], **opts.get("solver_options", {}))
     if opts.get("box_metric"):
         post = _BoxMetric(post, problem.priors)
+    start = item["theta0"]
+    user_cb = callback
+    if opts.get("transform"):
+        # sample z = logit of the position within the bounds; record theta(z) and log pi(theta(z))
+        post = UnboundedPosterior(post, *support(problem.priors), ridge=opts["ridge"])
+        start = item["z0"]
+
+        def callback(i, z, logp, accepted, prob, eps, failed):
+            user_cb(i, post.transform.to_bounded(z), post.log_posterior_theta(logp, z), accepted, prob, eps,
+                    failed)
     t0 = time.perf_counter()
     try:
-        res = smmala(post, item["theta0"], opts["draws"], step_size=opts.get("step_size"),
+        res = smmala(post, start, opts["draws"], step_size=opts.get("step_size"),
                      burn_in=opts["burn_in"], seed=rng, target_accept=opts["target_accept"], progress=False,
                      metric_floor=opts.get("metric_floor"), callback=callback)
+        if opts.get("transform"):
+            _to_parameter_scale(res, post)
     except Exception as exc:  # noqa: BLE001 - reported with the chain's seed, partial draws kept
         import traceback
         n = state["n"]
@@ -108,6 +121,68 @@ def _chain_item(context, item):
     if prog:
         _write(prog, f"{n_total} {n_total}")
     return {"chain": k, "result": res, "wall": time.perf_counter() - t0}
+
+
+def _to_parameter_scale(res, post):
+    """Map an :class:`MCMCResult` sampled in ``z`` back to the parameter scale, in place."""
+    for chain_attr, lp_attr in (("chain", "logp"), ("burn_in_chain", "burn_in_logp")):
+        Z, LZ = getattr(res, chain_attr), getattr(res, lp_attr)
+        if Z is None:
+            continue
+        res.unbounded = getattr(res, "unbounded", {})
+        res.unbounded[chain_attr] = Z
+        setattr(res, chain_attr, np.array([post.transform.to_bounded(z) for z in Z]).reshape(Z.shape))
+        setattr(res, lp_attr, np.array([post.log_posterior_theta(lz, z) for lz, z in zip(LZ, Z)]))
+
+
+def support(priors):
+    """``(lower, upper)`` on the parameter scale: the bounds, narrowed by a uniform prior's interval."""
+    from ..problems.priors import scale
+    lo, hi = np.array(priors.lower, float), np.array(priors.upper, float)
+    for i, (t, pp) in enumerate(zip(priors.types, priors.params)):
+        if t == "parameterScaleUniform":
+            a, b = pp
+        elif t == "uniform":
+            with np.errstate(all="ignore"):
+                a, b = (float(v) for v in scale(np.array(pp), np.full(2, priors.scales[i])))
+            if not np.isfinite(a):
+                a = -np.inf
+        else:
+            continue
+        lo[i], hi[i] = max(lo[i], a), min(hi[i], b)
+    return lo, hi
+
+
+def dispersed_starts(problem, chains, rng, *, method="exp2", scale=2.0, ridge=0.1, center=None,
+                     solver_options=None, max_sd=1.0):
+    """Starting points ``z`` of ``chains`` chains, dispersed around ``center`` (default the nominal values).
+
+    Draws from ``N(z_c, scale^2 diag(1 / G_z,ii(z_c)))`` in the unbounded coordinates
+    (:mod:`pbsens.inference.transform`), ``G_z`` the regularised SMMALA metric at the
+    centre: each parameter dispersed by ``scale`` times its conditional standard
+    deviation, at most ``max_sd`` (dispersed starts, so that R-hat can detect chains that have not
+    forgotten where they began). A centre
+    on a bound is first moved ``1e-6`` of the width inside. Returns ``(z0, theta0)``,
+    each (chains, d).
+    """
+    post = UnboundedPosterior(problem.log_posterior(method=method, **(solver_options or {})), *support(problem.priors),
+                              ridge=ridge)
+    c = problem.x_nominal if center is None else np.asarray(center, dtype=np.float64)
+    zc = post.transform.to_unbounded(c, margin=1e-6)
+    lp, _, G = post.evaluate(zc)
+    if not np.isfinite(lp):
+        raise PbsensError(f"the posterior is not finite at the centre of the starting points {c.tolist()}")
+    # conditional standard deviations 1/sqrt(G_ii): each parameter moved by about its own
+    # resolution (eigen-directions of a nearly singular G would mix identifiable
+    # parameters into the wide non-identifiable spread and start chains in regions
+    # where the model is stiff and the solve costs seconds)
+    # parameters without curvature (non-identifiable, J -> 0 at a bound) have sd
+    # 1/sqrt(ridge) ~ 3 there; capped at ``max_sd``: Boehm chains started ~2 sd out in
+    # k_imp_homo (at 1e-5 instead of near 1e5) climbed into a separate basin (log-posterior
+    # 11 below the main mode) and stayed there for 1,500 iterations
+    sd = np.minimum(1.0 / np.sqrt(np.maximum(np.diag(G), ridge)), max_sd)
+    Z = zc + scale * sd * rng.standard_normal((chains, zc.size))
+    return Z, np.array([post.transform.to_bounded(z) for z in Z])
 
 
 class _BoxMetric:
@@ -184,8 +259,8 @@ def _progress_enabled(progress):
 
 # ------------------------------------------------------------------ the sampler
 def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None, client=None, n_workers=None,
-           progress=True, *, theta0=None, metric_floor=1e-8, box_metric=True, step_size=None, target_accept=0.6,
-           solver_options=None, _fault=None):
+           progress=True, *, theta0=None, metric_floor=1e-8, box_metric=None, step_size=None, target_accept=0.6,
+           solver_options=None, transform=True, ridge=0.1, init_scale=2.0, _fault=None):
     """Run ``chains`` SMMALA chains in parallel on ``problem``'s posterior.
 
     Parameters
@@ -210,14 +285,27 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     progress : bool
         A tqdm bar per chain when stderr is a terminal (quiet otherwise).
     theta0 : array_like (d,) or (chains, d), optional
-        Starting points; default the nominal values.
+        Starting points. Default: with ``transform``, one point per chain drawn from
+        a widened Laplace approximation around the nominal values
+        (:func:`dispersed_starts`, ``init_scale``; from the root seed); without, the
+        nominal values. A single point (d,) is used as the centre of the dispersed
+        starts (with ``transform``) or by every chain (without).
     metric_floor : float or None
         Eigenvalue floor of the SMMALA metric, relative to its largest eigenvalue
         (see :func:`pbsens.smmala`); ``None`` for jitter-or-reject.
-    box_metric : bool
+    box_metric : bool, optional
         Add to the metric the precision ``12 / width^2`` of the uniform distribution
         on each flat parameter's support (see ``_BoxMetric``): keeps proposals in
-        non-identifiable directions within the bounds.
+        non-identifiable directions within the bounds. Default: only without ``transform``.
+    transform : bool
+        Sample the bounded parameters as ``z = logit((theta - lb) / (ub - lb))``
+        (:mod:`pbsens.inference.transform`: the log-Jacobian added to the target,
+        gradient and metric by the chain rule), so that no proposal leaves the
+        support; draws and ``lp`` are reported on the parameter scale. Default True.
+    ridge : float
+        With ``transform``: added to the diagonal of the metric in ``z``.
+    init_scale : float
+        With ``transform`` and the default starts: widening of the Laplace approximation.
     step_size, target_accept
         As in :func:`pbsens.smmala`.
     solver_options : dict, optional
@@ -254,7 +342,14 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
         seed = secrets.randbits(63)
     entropy = int(seed)
     d = problem.dim
-    if theta0 is None:
+    if box_metric is None:
+        box_metric = not transform
+    z0 = None
+    if transform and (theta0 is None or np.shape(theta0) == (d,)):
+        rng0 = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(2 ** 31,)))
+        z0, starts = dispersed_starts(problem, chains, rng0, method=method, scale=init_scale, ridge=ridge,
+                                      center=theta0, solver_options=solver_options)
+    elif theta0 is None:
         starts = np.tile(problem.x_nominal, (chains, 1))
     else:
         try:
@@ -265,6 +360,10 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
             starts = np.tile(starts, (chains, 1))
         if starts.shape != (chains, d) or not np.all(np.isfinite(starts)):
             raise PbsensError(f"'theta0' must be finite with shape ({d},) or ({chains}, {d}), got {starts.shape}")
+        if transform:
+            from .transform import BoundedTransform
+            tr = BoundedTransform(*support(problem.priors))
+            z0 = np.array([tr.to_unbounded(t, margin=1e-6) for t in starts])
     if n_workers is None and client is None:
         n_workers = max(1, min(chains, os.cpu_count() or 1))
     in_process = client is None and n_workers == 1
@@ -272,10 +371,11 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     target = problem if in_process else problem_recipe(problem)
     scratch = tempfile.mkdtemp(prefix="pbsens-chains-")
     opts = dict(method=method, draws=draws, burn_in=burn_in, metric_floor=metric_floor, box_metric=box_metric,
-                step_size=step_size,
+                step_size=step_size, transform=bool(transform), ridge=float(ridge),
                 target_accept=target_accept, scratch=scratch, fault=_fault,
                 solver_options=dict(solver_options or {}))
-    items = [dict(chain=k, entropy=entropy, theta0=starts[k]) for k in range(chains)]
+    items = [dict(chain=k, entropy=entropy, theta0=starts[k], z0=None if z0 is None else z0[k])
+             for k in range(chains)]
     bars = _Bars(chains, burn_in + draws, scratch, _progress_enabled(progress))
     if in_process:
         opts["poll"] = bars.poll
@@ -306,7 +406,9 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
             f"chain {f['chain']} (seed {entropy}, spawn key ({f['chain']},)): {f['error']}" for f in failed))
     return _inference_data(problem, ok, failed, dict(seed=entropy, method=method, draws=draws, burn_in=burn_in,
                                                       chains=chains, wall_time=wall, metric_floor=metric_floor,
-                                                      box_metric=int(bool(box_metric))))
+                                                      box_metric=int(bool(box_metric)),
+                                                      transform="logit" if transform else "none",
+                                                      ridge=float(ridge)), starts)
 
 
 def _read_checkpoint(scratch, k):
@@ -327,7 +429,7 @@ def _observed(problem):
     return xr.Dataset({"measurement": ("row", m["measurement"].to_numpy(dtype=float))}, coords=coords)
 
 
-def _inference_data(problem, ok, failed, info):
+def _inference_data(problem, ok, failed, info, starts=None):
     import arviz
     import xarray as xr
     ids = list(problem.parameter_ids)
@@ -352,6 +454,8 @@ def _inference_data(problem, ok, failed, info):
                                           "iterations_kept": 0 if f["partial"] is None else int(len(f["partial"]))}
                                          for f in failed])
     attrs["parameter_ids"] = json.dumps(ids)
+    if starts is not None:
+        attrs["starting_points"] = json.dumps(np.asarray(starts).tolist())
     attrs["inference_library"] = "pbsens"
     attrs["metric_floor"] = "none" if info["metric_floor"] is None else float(info["metric_floor"])
     for ds in (post, stats):
