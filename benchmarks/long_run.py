@@ -11,7 +11,8 @@ call to call (nominal values plus small deterministic offsets, as a sampler's mo
 the issue's figure is 10^3 such calls.
 
     python benchmarks/long_run.py [--model Chua] [--calls 10000] [--t1 5]
-    python benchmarks/long_run.py --petab tests/data/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --calls 1000
+    python benchmarks/long_run.py --calls 1000 \
+        --petab tests/data/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml
 """
 import argparse
 import gc
