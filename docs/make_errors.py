@@ -18,6 +18,7 @@ AREAS = {
     "hang": "Former hangs: work bounds",
     "model": "Model expressions",
     "file": "Model files",
+    "sbml": "SBML constructs pbsens cannot represent",
     "args": "Models as arguments",
     "solve": "solve_states",
     "sens": "sensitivities",

@@ -247,8 +247,11 @@ def _solve_scipy(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobian
     """
     nx, ns = model.n_states, idx.size
     fun, column = _scipy_system(model, p, idx)
+    max_nfev = options.pop("max_nfev", 1_000_000)     # a bound on work: an explicit method on a stiff problem
+    if isinstance(max_nfev, bool) or not isinstance(max_nfev, numbers.Integral) or max_nfev < 1:
+        raise PbsensError(f"'max_nfev' must be a positive integer, got {max_nfev!r}")
     steps = integrate(method, fun, t_span, z0, rtol=rtol, atol=atol, jac=_scipy_jacobian(jacobian, column, nx, ns),
-                      dense_output=t_eval is not None, guard=StepGuard(z0.size),
+                      dense_output=t_eval is not None, guard=StepGuard(z0.size, max_nfev=int(max_nfev)),
                       what=f"forward sensitivities of model {model.name!r}", **options)
     stats = {"nfev": steps.nfev, "njev": steps.njev, "nlu": steps.nlu, "n_steps": int(steps.t.size - 1)}
     if t_eval is None:
@@ -422,7 +425,11 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
         Notes). ``None``: ``"structured"`` for BDF and Radau, ``"none"`` for
         LSODA and the explicit methods.
     **solver_options
-        Passed on to scipy's stepper (e.g. ``max_step``, ``first_step``). With
+        Passed on to scipy's stepper (e.g. ``max_step``, ``first_step``), and
+        ``max_nfev`` (scipy's methods): the budget of right-hand-side
+        evaluations of the augmented system, default 1 000 000, beyond which
+        :class:`SolverError` ends the solve (an explicit method on a stiff
+        problem would otherwise run for hours). With
         ``"rodas5p"``: ``first_step``, ``max_step``, ``max_steps`` and
         ``tstops`` (times steps end at exactly, as in
         :func:`pbsens.solvers.rosenbrock.solve_rosenbrock`).
@@ -538,7 +545,7 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
             raise PbsensError(f"solver option {key!r} is set by forward_sensitivities and cannot be passed")
 
     if method != _RODAS:   # the compiled path checks its own options (first_step, max_step, max_steps, tstops)
-        check_solver_options(method, {k: v for k, v in solver_options.items() if k not in ("jac_sparsity",)})
+        check_solver_options(method, {k: v for k, v in solver_options.items() if k not in ("jac_sparsity", "max_nfev")})
     jacobian = _check_jacobian(jacobian, method)
     z0 = np.empty(n_aug)
     z0[:nx] = x0

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import pbsens
-from pbsens.errors import ModelError, PbsensError, SolverError
+from pbsens.errors import ModelError, PbsensError, SolverError, UnsupportedModelError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,7 +113,9 @@ def edited_trajectory(**changes):
     return go
 
 
-def petab_case(edit_file=None, edit=None, case="0001", evaluate=False):
+def petab_case(edit_file=None, edit=None, case="0001", evaluate=False, write=None):
+    """A copy of PEtab test-suite case ``case`` with ``edit_file`` changed by ``edit(df) -> df``
+    (or replaced by ``write(path)``), loaded (and evaluated)."""
     def go():
         import pandas as pd
         import petabtests
@@ -122,7 +124,9 @@ def petab_case(edit_file=None, edit=None, case="0001", evaluate=False):
         src = Path(petabtests.__file__).parent / "cases" / "v1.0.0" / "sbml" / case
         d = tmpdir() / case
         shutil.copytree(src, d, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
-        if edit_file:
+        if write:
+            write(d / edit_file)
+        elif edit_file:
             path = d / edit_file
             df = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
             edit(df).to_csv(path, sep="\t", index=False)
@@ -136,6 +140,33 @@ def set_cell(row, col, value):
         df.loc[row, col] = value
         return df
     return f
+
+
+def many_rows(n):
+    """A measurement table of ``n`` data rows (written as text: no pandas in the way)."""
+    def write(path):
+        path.write_text("observableId\tsimulationConditionId\ttime\tmeasurement\n" + "obs_a\tc0\t1\t0.5\n" * n)
+    return write
+
+
+def one_long_line(n_bytes):
+    """A measurement table whose last row has one cell of ``n_bytes`` digits."""
+    def write(path):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("obs_a\tc0\t1\t" + "9" * n_bytes + "\n")
+    return write
+
+
+def sparse_file(n_bytes):
+    """A file of ``n_bytes`` (a sparse file: no disk space, no time to write)."""
+    def write(path):
+        with open(path, "r+b") as f:
+            f.truncate(n_bytes)
+    return write
+
+
+def sbml_file(name):
+    return lambda: pbsens.load_model(ROOT / "tests" / "data" / "sbml" / name)
 
 
 def _petab_error():
@@ -247,6 +278,27 @@ CASES = [
          ModelError, "is neither a built-in model"),
     Case("file", "a number where a model path is expected", lambda: pbsens.load_model(42),
          PbsensError, "'name_or_path' must be a model name or a path"),
+    # -- SBML constructs pbsens cannot represent (each named with the file and the element)
+    Case("sbml", "an SBML event triggered by a state (A < 0.5)", sbml_file("unsupported_event.xml"),
+         UnsupportedModelError, "unsupported_event.xml' uses SBML constructs pbsens cannot represent: "
+                                "state-triggered event 'ev_pulse'"),
+    Case("sbml", "an SBML algebraic rule", sbml_file("unsupported_algebraic.xml"), UnsupportedModelError,
+         "unsupported_algebraic.xml' uses SBML constructs pbsens cannot represent: algebraic rule 'alg_total'"),
+    Case("sbml", "delay() in SBML math (the delay csymbol in a kinetic law)", sbml_file("unsupported_delay.xml"),
+         UnsupportedModelError, "unsupported_delay.xml' uses SBML constructs pbsens cannot represent: "
+                                "delay 'delayed_decay'"),
+    Case("sbml", "a fast reaction (fast=\"true\", SBML Level 3 Version 1)", sbml_file("unsupported_fast.xml"),
+         UnsupportedModelError, "unsupported_fast.xml' uses SBML constructs pbsens cannot represent: "
+                                "fast reaction 'fast_binding'"),
+    Case("sbml", "a fast reaction (fast=\"true\", SBML Level 2 Version 4)", sbml_file("unsupported_fast_l2.xml"),
+         UnsupportedModelError, "unsupported_fast_l2.xml' uses SBML constructs pbsens cannot represent: "
+                                "fast reaction 'fast_unbinding'"),
+    Case("sbml", "hierarchical model composition (the comp package, a submodel)", sbml_file("unsupported_comp.xml"),
+         UnsupportedModelError, "unsupported_comp.xml' uses SBML constructs pbsens cannot represent: "
+                                "package 'comp', comp submodel 'sub1'"),
+    Case("sbml", "several unsupported constructs in one file (all listed in one error)",
+         sbml_file("unsupported_many.xml"), UnsupportedModelError,
+         "state-triggered event 'ev1', non-constant compartment 'vol', variable stoichiometry 'sr_B', rateOf 'r'"),
     # -- models as arguments
     Case("args", "a string where a model is expected (solve_states)",
          lambda: pbsens.solve_states("Chua", (0, 1)), PbsensError, "'model' must be a pbsens Model"),
@@ -340,6 +392,10 @@ CASES = [
     Case("fwd", "an unknown parameter name in params", fwd(params=["nope"]), PbsensError, "no parameter 'nope'"),
     Case("fwd", "a solver option pbsens sets itself (jac)", fwd(jac=None), PbsensError,
          "is set by forward_sensitivities"),
+    Case("fwd", "an explicit method (RK45) on Robertson's stiff problem over [0, 1e5] (budget max_nfev=20000)",
+         lambda: pbsens.forward_sensitivities(robertson(), (0.0, 1e5), method="RK45", max_nfev=20_000),
+         SolverError, "more than max_nfev = 20000 right-hand-side evaluations"),
+    Case("fwd", "max_nfev=0", fwd(max_nfev=0), PbsensError, "'max_nfev' must be a positive integer"),
     # -- PEtab problems
     Case("petab", "a measurement table without the 'time' column",
          petab_case("_measurements.tsv", lambda df: df.drop(columns=["time"])), _petab_error,
@@ -359,6 +415,21 @@ CASES = [
     Case("petab", "code (__import__) in an observable formula",
          petab_case("_observables.tsv", lambda df: df.assign(observableFormula="__import__('os').getcwd()")),
          _petab_error, "observableFormula"),
+    Case("petab", "a lambda in an observable formula",
+         petab_case("_observables.tsv", lambda df: df.assign(observableFormula="(lambda: 1)()")),
+         _petab_error, "column 'observableFormula': cannot read the formula '(lambda: 1)()'"),
+    Case("petab", "attribute access in a noise formula",
+         petab_case("_observables.tsv", lambda df: df.assign(noiseFormula="a.__class__")),
+         _petab_error, "column 'noiseFormula': cannot read the formula 'a.__class__'"),
+    Case("petab", "a measurement table of 200 001 rows (limit MAX_TABLE_ROWS = 200 000)",
+         petab_case("_measurements.tsv", write=many_rows(200_001)), _petab_error,
+         "_measurements.tsv' has more than 200000 data rows, the limit"),
+    Case("petab", "a measurement table with one line of 50 MB",
+         petab_case("_measurements.tsv", write=one_long_line(50_000_000)), _petab_error,
+         "_measurements.tsv', line 4: the line is longer than the limit of 1048576 bytes"),
+    Case("petab", "a 70 MB condition file (limit MAX_TABLE_BYTES = 64 MiB)",
+         petab_case("_conditions.tsv", write=sparse_file(70 * 2**20)), _petab_error,
+         "_conditions.tsv' has 73400320 bytes, more than the limit of 67108864"),
 ]
 
 

@@ -12,6 +12,7 @@ import threading
 
 import numpy as np
 import psutil
+import pytest
 
 import pbsens
 
@@ -92,3 +93,36 @@ def test_same_inputs_give_bit_identical_S_in_two_processes(pka):
         here[method] = [hashlib.sha256(r.x.tobytes()).hexdigest(), hashlib.sha256(r.S.tobytes()).hexdigest()]
     assert runs[0] == runs[1] == here
     assert here["pbsr"][1] != here["exp2"][1]
+
+
+_COLD_FIRST_RUN = textwrap.dedent("""
+    import numpy as np
+    import pbsens
+    r = pbsens.sensitivities(pbsens.load_model("Chua"), t_span=(0.0, 1.0))
+    print("S finite:", bool(np.all(np.isfinite(r.S))))
+""")
+
+
+@pytest.mark.slow
+def test_first_run_on_cold_caches_prints_no_numba_experimental_feature_warning(tmp_path):
+    """A user's first call compiles the kernels; numba's NumbaExperimentalFeatureWarning about
+    first-class function types (raised compiling ``march``) must not reach them. Every
+    warning is shown in the child (``-W always``), so a global filter elsewhere cannot hide it."""
+    env = dict(os.environ, PYTHONPATH=ROOT, NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+               PBSENS_CACHE_DIR=str(tmp_path / "pbsens"))
+    r = subprocess.run([sys.executable, "-W", "always", "-c", _COLD_FIRST_RUN], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "S finite: True" in r.stdout
+    assert os.listdir(tmp_path / "numba"), "numba's cache stayed empty: the kernels were not compiled cold"
+    assert "NumbaExperimentalFeatureWarning" not in r.stderr, r.stderr[-3000:]
+
+
+def test_experimental_feature_warning_is_silenced_only_where_raised():
+    """The march kernel silences the warning while it compiles; no global filter stays behind."""
+    import warnings
+
+    from numba.core.errors import NumbaExperimentalFeatureWarning
+
+    import pbsens.kernels.march  # noqa: F401 - compiles or loads the kernel
+    assert not [f for f in warnings.filters if f[2] is NumbaExperimentalFeatureWarning]

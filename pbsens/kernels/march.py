@@ -345,8 +345,26 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
     return -1
 
 
-@njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         f8, tens, i8vec, ivec, i8vec, f8, i8), cache=True)
+def _njit_quiet(sig, **options):
+    """``njit(sig, **options)``, compiling with numba's NumbaExperimentalFeatureWarning about
+    first-class function types silenced (nothing else): that feature is how the model's
+    functions reach the kernel (module docstring); numba warns when it types the call
+    ``_march_loop(jacs, rhs, ...)``, on a cold cache, in the user's first call."""
+    import warnings
+
+    from numba.core.errors import NumbaExperimentalFeatureWarning
+
+    def compile_(fn):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*First-class function type feature is experimental",
+                                    category=NumbaExperimentalFeatureWarning)
+            return njit(sig, **options)(fn)
+
+    return compile_
+
+
+@_njit_quiet(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
+                f8, tens, i8vec, ivec, i8vec, f8, i8), cache=True)
 def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
           interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused, scale_atol,
           max_substeps):

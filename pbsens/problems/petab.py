@@ -21,6 +21,13 @@ mappings; this module turns the problem into:
 Validation: :func:`petab.v1.lint.lint_problem` plus the checks below, which name
 the file, the row (data rows counted from 1; the file line is one more) and the
 column.
+
+Size limits, checked before a table is parsed (a bound on the time and memory of
+loading; raise them by setting these module attributes): every table file (and the
+YAML file) at most :data:`MAX_TABLE_BYTES` bytes, :data:`MAX_TABLE_ROWS` data rows and
+:data:`MAX_LINE_BYTES` bytes in one line. Loading costs about 1-2 ms per measurement
+row (pbsens's row checks plus petab's linter), so the row limit bounds a load to
+minutes; a file of one enormous line is refused after a streaming pass over it.
 """
 from __future__ import annotations
 
@@ -46,6 +53,13 @@ _REQUIRED = {
     "parameter": ("parameterId", "parameterScale", "lowerBound", "upperBound", "nominalValue", "estimate"),
 }
 _SCALES = {"lin": 0, "log": 1, "log10": 2}
+
+#: Largest PEtab table (or YAML) file read, in bytes (64 MiB).
+MAX_TABLE_BYTES = 64 * 2**20
+#: Most data rows in one PEtab table (measurement tables of the benchmark collection: up to ~10^5).
+MAX_TABLE_ROWS = 200_000
+#: Longest line in a PEtab table (or YAML) file, in bytes (1 MiB).
+MAX_LINE_BYTES = 2**20
 _PLACEHOLDER = re.compile(r"^(observable|noise)Parameter([0-9]+)_(.+)$")
 
 
@@ -96,6 +110,45 @@ def _table_files(yaml_path):
     return files
 
 
+def check_file_size(path, what):
+    """Refuse a file beyond :data:`MAX_TABLE_BYTES`, :data:`MAX_TABLE_ROWS` or
+    :data:`MAX_LINE_BYTES` (``what``: "measurement file" etc., for the message), in one
+    streaming pass of bounded memory, before anything parses it."""
+    size = os.path.getsize(path)
+    if size > MAX_TABLE_BYTES:
+        raise PetabError(f"{what} {path!r} has {size} bytes, more than the limit of {MAX_TABLE_BYTES} "
+                         "(pbsens.problems.petab.MAX_TABLE_BYTES)")
+    lines, current, longest, at = 0, 0, 0, 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(2**20)
+            if not chunk:
+                break
+            start = 0
+            while True:
+                nl = chunk.find(b"\n", start)
+                if nl < 0:
+                    current += len(chunk) - start
+                    break
+                current += nl - start
+                lines += 1
+                if current > longest:
+                    longest, at = current, lines
+                current, start = 0, nl + 1
+            if current > MAX_LINE_BYTES:
+                longest, at = current, lines + 1
+                break
+            if lines > MAX_TABLE_ROWS + 1:
+                break
+    if longest > MAX_LINE_BYTES:
+        raise PetabError(f"{what} {path!r}, line {at}: the line is longer than the limit of {MAX_LINE_BYTES} "
+                         "bytes (pbsens.problems.petab.MAX_LINE_BYTES)")
+    rows = lines - 1 + (current > 0)      # data rows: lines after the header (a last line without newline counts)
+    if rows > MAX_TABLE_ROWS:
+        raise PetabError(f"{what} {path!r} has more than {MAX_TABLE_ROWS} data rows, the limit "
+                         "(pbsens.problems.petab.MAX_TABLE_ROWS)")
+
+
 def _check_columns(files):
     import pandas as pd
     for table, required in _REQUIRED.items():
@@ -104,6 +157,7 @@ def _check_columns(files):
             raise PetabError(f"the problem has no {table} table")
         if not os.path.isfile(path):
             raise PetabError(f"{table} file {path!r} does not exist")
+        check_file_size(path, f"{table} file")
         cols = list(pd.read_csv(path, sep="\t", nrows=0).columns)
         for c in required:
             if c not in cols:
@@ -117,6 +171,7 @@ def read_problem(yaml_path):
     yaml_path = os.fspath(yaml_path)
     if not os.path.isfile(yaml_path):
         raise PetabError(f"PEtab problem file {yaml_path!r} does not exist")
+    check_file_size(yaml_path, "PEtab problem file")
     try:
         files = _table_files(yaml_path)
     except Exception as exc:

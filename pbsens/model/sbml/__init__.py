@@ -84,7 +84,9 @@ fast reactions, stoichiometry math or species references changed by rules
 (variable stoichiometry), compartments changed by rules (non-constant
 compartments), reactions without a kinetic law, math without a dialect
 equivalent (``factorial``, ``quotient``, ``rem``, non-finite numbers, package
-math) and required SBML packages. Ignored (they do not affect the equations,
+math) and required SBML packages (for hierarchical model composition, ``comp``,
+each submodel and external model definition is named too: read flat, their
+contents would be lost). Ignored (they do not affect the equations,
 and are listed in ``meta["sbml_ignored"]`` with a warning): constraints and
 optional (``required="false"``) packages. Units, notes and annotations are not
 used (except the pbsens annotation written by :func:`to_sbml`).

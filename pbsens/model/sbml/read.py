@@ -145,6 +145,7 @@ class SbmlReader:
                 self.add_unsupported("package", prefix or uri)
             else:
                 self.ignored.append(("package", prefix or uri))
+        self._scan_comp()
         scan_events(m, self)
         for i in range(m.getNumConstraints()):
             self.ignored.append(("constraint", element_id(m.getConstraint(i), "constraint", i)))
@@ -153,6 +154,19 @@ class SbmlReader:
         scan_rules(self, comp_ids, sref_ids)
         for fid, (_, body) in self.fdefs.items():
             self.scan_math(body, fid)
+
+    def _scan_comp(self):
+        """Name what hierarchical model composition (the ``comp`` package) would add: each
+        submodel and external model definition (read flat, their contents would be lost)."""
+        plugin = self.m.getPlugin("comp") if self.doc.getLevel() >= 3 else None
+        if plugin is not None and hasattr(plugin, "getNumSubmodels"):
+            for i in range(plugin.getNumSubmodels()):
+                self.add_unsupported("comp submodel", element_id(plugin.getSubmodel(i), "submodel", i))
+        plugin = self.doc.getPlugin("comp") if self.doc.getLevel() >= 3 else None
+        if plugin is not None and hasattr(plugin, "getNumExternalModelDefinitions"):
+            for i in range(plugin.getNumExternalModelDefinitions()):
+                self.add_unsupported("comp external model definition",
+                                     element_id(plugin.getExternalModelDefinition(i), "external model definition", i))
 
     def raise_unsupported(self):
         if self.unsupported:
