@@ -367,6 +367,9 @@ def test_to_sbml_accepts_model_objects(tmp_path):
     ("piecewise(1, xor(x < 1, y < 1), 2)", 1.0), ("piecewise(1, implies(x > 1, y < 1), 2)", 1.0),
     ("piecewise(1, true && !false, 2)", 1.0), ("piecewise(1, lt(0, x, y, 2), 2)", 1.0),
     ("piecewise(1, geq(x, y) || eq(x, 0.7), 2)", 1.0), ("piecewise(1, neq(x, 0.7), 2)", 2.0),
+    # no otherwise (valid SBML; Alkan_SciSignal2018 uses it): exhaustive conditions, either branch
+    ("piecewise(1, x > 0.5, 0, x <= 0.5)", 1.0), ("piecewise(1, x > 1, 0, x <= 1)", 0.0),
+    ("piecewise(3, y > 1)", 3.0),
     ("max(x, y, 0)", 1.6), ("min(x, y)", 0.7), ("abs(-y)", 1.6), ("ceil(x) + floor(y)", 2.0),
     ("f(x, y)", 0.7 * 1.6 + 1), ("pi", math.pi), ("time * 2", 4.0),
 ])

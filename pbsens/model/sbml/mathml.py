@@ -211,9 +211,14 @@ class MathToDialect:
             return f"{fn}({', '.join(sub(k)[0] for k in kids)})", P_ATOM
         if t == L.AST_FUNCTION_PIECEWISE:
             need(1)
-            # children: value1, condition1, ..., [otherwise]; without otherwise the
-            # value is undefined when no condition holds (as in SBML).
-            return f"piecewise({', '.join(sub(k)[0] for k in kids)})", P_ATOM
+            # children: value1, condition1, ..., [otherwise]. Without otherwise SBML
+            # leaves the value undefined where no condition holds; pbsens takes the
+            # last piece's value there (its condition is dropped), which is exact
+            # whenever the conditions cover every case, e.g. x > 0 / x <= 0.
+            parts = [sub(k)[0] for k in kids]
+            if len(parts) % 2 == 0:
+                parts = parts[:-1]
+            return f"piecewise({', '.join(parts)})", P_ATOM
         if t in self.relational:
             need(2)
             op = self.relational[t]
