@@ -16,7 +16,7 @@ GRID_NOT_INCREASING = 2
 
 
 @njit(types.boolean(vec), cache=True, _nrt=False)
-def _all_finite(v):
+def all_finite(v):
     # x - x is 0 for finite x and NaN otherwise; an integer OR without an early
     # exit keeps the loop vectorisable.
     bad = 0
@@ -34,10 +34,10 @@ def grid_status(t, x):
     ``GRID_NOT_INCREASING``. ``x`` has one row per time; its shape is the
     caller's to check.
     """
-    if not _all_finite(t):
+    if not all_finite(t):
         return GRID_NOT_FINITE
     for i in range(x.shape[0]):
-        if not _all_finite(x[i]):
+        if not all_finite(x[i]):
             return GRID_NOT_FINITE
     for k in range(t.shape[0] - 1):
         if not t[k + 1] > t[k]:
@@ -64,7 +64,7 @@ def locate_outputs(t, te, out_index):
     both arrays.
     """
     n = te.shape[0]
-    if not _all_finite(te):
+    if not all_finite(te):
         return TIMES_NOT_FINITE
     for j in range(n - 1):
         if not te[j + 1] > te[j]:

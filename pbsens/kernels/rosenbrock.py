@@ -67,6 +67,7 @@ from numba import njit, types
 from .augmented import block_solve as _block_solve
 from .augmented import system_jac as _system_jac
 from .augmented import system_rhs as _system_rhs
+from .checks import all_finite as _finite
 from .function_address import jacs_fn_at, matrix_fn_at, vector_fn_at
 from .lu import lu_factor
 from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
@@ -160,14 +161,6 @@ def _rms(v, x0, x1, rtol, atol):
         s += q * q
     return math.sqrt(s / n)
 
-
-@njit(types.boolean(vec), cache=True, _nrt=False)
-def _finite(v):
-    bad = 0
-    for i in range(v.shape[0]):
-        a = v[i]
-        bad |= (a - a) != 0.0
-    return bad == 0
 
 
 @njit(types.boolean(mat), cache=True, _nrt=False)
@@ -433,6 +426,14 @@ def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_st
     return status
 
 
+@njit(cache=True)
+def _workspace(nx, nx_model):
+    """The step's arrays, allocated once per solve: iteration matrix W (nx_model^2; the
+    sensitivity columns reuse its LU), Jacobian J, pivots, the stages K, and u, f0, dT, g."""
+    return (np.empty((nx_model, nx_model)), np.empty((nx, nx_model)), np.empty(nx_model, dtype=np.int64),
+            np.empty((S, nx)), np.empty(nx), np.empty(nx), np.zeros(nx), np.empty(nx))
+
+
 @njit(types.Tuple((i8, vec, mat, tens))(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, i8, f8, vec, vec, vec, vec,
                                         vec, vec, f8, f8, i8, i8, i8, ivec, vec),
       cache=True)
@@ -454,14 +455,7 @@ def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops,
     ist = np.zeros(5, dtype=np.int64)
     fst = np.zeros(3)
     fst[_F_H] = first_step
-    W = np.empty((nx_model, nx_model))
-    J = np.empty((nx, nx_model))
-    piv = np.empty(nx_model, dtype=np.int64)
-    K = np.empty((S, nx))
-    u = np.empty(nx)
-    f0 = np.empty(nx)
-    dT = np.zeros(nx)
-    g = np.empty(nx)
+    W, J, piv, K, u, f0, dT, g = _workspace(nx, nx_model)
     while True:
         status = _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
                        T, X, Dn, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g)
@@ -573,14 +567,7 @@ def rodas5p_step(fn_addr, t, x, p, c, h, autonomous, x_new, err, Dk):
     jac = matrix_fn_at(fn_addr[2], fn_addr[3])
     nx = x.shape[0]
     counts = np.zeros(6, dtype=np.int64)
-    W = np.empty((nx, nx))
-    J = np.empty((nx, nx))
-    piv = np.empty(nx, dtype=np.int64)
-    K = np.empty((S, nx))
-    u = np.empty(nx)
-    f0 = np.empty(nx)
-    dT = np.zeros(nx)
-    g = np.empty(nx)
+    W, J, piv, K, u, f0, dT, g = _workspace(nx, nx)
     idx = np.empty(0, dtype=np.int64)
     WA = np.empty((2, 0, 0))
     jacs = jacs_fn_at(0, 0)            # never called: no sensitivity columns
