@@ -4,7 +4,6 @@ import importlib
 
 import numpy as np
 import pytest
-from threadpoolctl import ThreadpoolController, threadpool_info
 
 import pbsens
 from pbsens.kernels.blas import TILES_MAX_K
@@ -12,25 +11,7 @@ from pbsens.kernels.blas import TILES_MAX_K
 sens_module = importlib.import_module("pbsens.sensitivities")
 
 
-def _blas_counts():
-    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
-
-
-@pytest.fixture
-def two_blas_threads():
-    libs = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
-    if not libs:
-        pytest.fail("no BLAS library found by threadpoolctl")
-    before = [lib.get_num_threads() for lib in libs]
-
-    def set_all(counts):
-        for lib, n in zip(libs, counts):
-            lib.set_num_threads(n)
-            getattr(lib, "clear_controlling_thread", lambda: None)()
-
-    set_all([2] * len(libs))
-    yield
-    set_all(before)
+from blas_threads import blas_counts as _blas_counts, two_blas_threads  # noqa: E402,F401 - fixture
 
 
 def test_blas_free_bound_matches_the_tiles():

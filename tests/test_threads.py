@@ -4,7 +4,6 @@ import threading
 
 import numpy as np
 import pytest
-from threadpoolctl import ThreadpoolController, threadpool_info
 
 import pbsens
 import importlib
@@ -13,29 +12,7 @@ from pbsens.threads import blas_single_thread, limit_blas_threads
 sens_module = importlib.import_module("pbsens.sensitivities")   # the module, not the function
 
 
-def _blas_counts():
-    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
-
-
-@pytest.fixture
-def two_blas_threads():
-    """Run the test with every BLAS library at 2 threads, whatever the environment says."""
-    libs = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
-    if not libs:
-        pytest.fail("no BLAS library found by threadpoolctl: numpy without BLAS?")
-    before = [lib.get_num_threads() for lib in libs]
-
-    def set_all(counts):
-        for lib, n in zip(libs, counts):
-            lib.set_num_threads(n)
-            # threadpool_limits would keep this thread in control of OpenBLAS until its exit,
-            # and threadpoolctl then ignores other threads' settings
-            getattr(lib, "clear_controlling_thread", lambda: None)()
-
-    set_all([2] * len(libs))
-    assert set(_blas_counts()) == {2}
-    yield
-    set_all(before)
+from blas_threads import blas_counts as _blas_counts, two_blas_threads  # noqa: E402,F401 - fixture
 
 
 def test_context_limits_inside_and_restores_outside(two_blas_threads):
