@@ -316,3 +316,41 @@ def test_smmala_in_unbounded_coordinates_samples_bounded_targets():
         # variance: MC error of the sample variance ~ var * sqrt(2 / ess) (plus excess kurtosis; 5 sigma)
         assert abs(th[:, j].var() - dist.var()) < 5 * dist.var() * np.sqrt(2.0 / ess[j]), j
     assert 0.4 < res.accept_rate < 0.95
+
+
+class _CorrelatedGaussian:
+    """N(m, C) with rho = 0.95 and standard deviations 1 and 3, whose metric says nothing (0.01 I):
+    the case of a Fisher information blind to a direction the posterior spreads along."""
+    dim = 2
+    m = np.array([1.0, -2.0])
+    C = np.array([[1.0, 0.95 * 3.0], [0.95 * 3.0, 9.0]])
+
+    def evaluate(self, th):
+        r = th - self.m
+        P = np.linalg.inv(self.C)
+        return -0.5 * float(r @ P @ r), -P @ r, 0.01 * np.eye(2)
+
+
+@pytest.mark.parametrize("metric", ["fisher+cov", "cov"])
+def test_burn_in_covariance_metric_recovers_a_correlated_gaussian(metric):
+    target = _CorrelatedGaussian()
+    res = pbsens.smmala(target, np.array([0.0, 0.0]), 8000, burn_in=2000, seed=5, progress=False, metric=metric)
+    X = res.chain
+    ess = np.array([az.ess(np.ascontiguousarray(X[:, j])) for j in range(2)])
+    assert np.all(ess > 400), ess
+    sd = np.sqrt(np.diag(target.C))
+    # mean: 4 MC standard errors; covariance entries: 5 x the MC error of a sample (co)variance
+    # of n_eff Gaussian draws, sqrt((C_ij^2 + C_ii C_jj) / n_eff)
+    assert np.all(np.abs(X.mean(axis=0) - target.m) < 4 * sd / np.sqrt(ess)), X.mean(axis=0)
+    C_hat = np.cov(X, rowvar=False)
+    n_eff = ess.min()
+    tol = 5 * np.sqrt((target.C ** 2 + np.outer(np.diag(target.C), np.diag(target.C))) / n_eff)
+    assert np.all(np.abs(C_hat - target.C) < tol), (C_hat, tol)
+    assert 0.3 < res.accept_rate < 0.95
+
+
+def test_metric_option_bad_values():
+    with pytest.raises(PbsensError, match="'metric'"):
+        pbsens.smmala(_CorrelatedGaussian(), np.zeros(2), 10, burn_in=10, metric="euclid", progress=False)
+    with pytest.raises(PbsensError, match="'burn_in'"):
+        pbsens.smmala(_CorrelatedGaussian(), np.zeros(2), 10, burn_in=2, metric="cov", progress=False)

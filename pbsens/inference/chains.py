@@ -110,7 +110,7 @@ def _chain_item(context, item):
     try:
         res = smmala(post, start, opts["draws"], step_size=opts.get("step_size"),
                      burn_in=opts["burn_in"], seed=rng, target_accept=opts["target_accept"], progress=False,
-                     metric_floor=opts.get("metric_floor"), callback=callback)
+                     metric_floor=opts.get("metric_floor"), metric=opts.get("metric", "fisher"), callback=callback)
         if opts.get("transform"):
             _to_parameter_scale(res, post)
     except Exception as exc:  # noqa: BLE001 - reported with the chain's seed, partial draws kept
@@ -260,7 +260,7 @@ def _progress_enabled(progress):
 # ------------------------------------------------------------------ the sampler
 def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None, client=None, n_workers=None,
            progress=True, *, theta0=None, metric_floor=1e-8, box_metric=None, step_size=None, target_accept=0.6,
-           solver_options=None, transform=True, ridge=0.1, init_scale=2.0, _fault=None):
+           solver_options=None, transform=True, ridge=0.1, init_scale=2.0, metric="fisher", _fault=None):
     """Run ``chains`` SMMALA chains in parallel on ``problem``'s posterior.
 
     Parameters
@@ -306,8 +306,9 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
         With ``transform``: added to the diagonal of the metric in ``z``.
     init_scale : float
         With ``transform`` and the default starts: widening of the Laplace approximation.
-    step_size, target_accept
-        As in :func:`pbsens.smmala`.
+    step_size, target_accept, metric
+        As in :func:`pbsens.smmala` (``metric="fisher+cov"`` adds the inverse burn-in
+        covariance of each chain, in ``z`` with ``transform``, to the metric).
     solver_options : dict, optional
         Passed to ``Problem.evaluate`` (``rtol``, ``atol``, ``solver``).
 
@@ -340,6 +341,9 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     if seed is None:      # fresh, recorded (a 63-bit integer fits the netCDF attributes)
         import secrets
         seed = secrets.randbits(63)
+    from .smmala import METRICS
+    if metric not in METRICS:
+        raise PbsensError(f"'metric' must be one of {', '.join(METRICS)}, got {metric!r}")
     entropy = int(seed)
     d = problem.dim
     if box_metric is None:
@@ -372,7 +376,7 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     scratch = tempfile.mkdtemp(prefix="pbsens-chains-")
     opts = dict(method=method, draws=draws, burn_in=burn_in, metric_floor=metric_floor, box_metric=box_metric,
                 step_size=step_size, transform=bool(transform), ridge=float(ridge),
-                target_accept=target_accept, scratch=scratch, fault=_fault,
+                target_accept=target_accept, metric=metric, scratch=scratch, fault=_fault,
                 solver_options=dict(solver_options or {}))
     items = [dict(chain=k, entropy=entropy, theta0=starts[k], z0=None if z0 is None else z0[k])
              for k in range(chains)]
@@ -408,7 +412,7 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
                                                       chains=chains, wall_time=wall, metric_floor=metric_floor,
                                                       box_metric=int(bool(box_metric)),
                                                       transform="logit" if transform else "none",
-                                                      ridge=float(ridge)), starts)
+                                                      ridge=float(ridge), metric=metric), starts)
 
 
 def _read_checkpoint(scratch, k):

@@ -191,12 +191,14 @@ def _chol_floor(G, rel_floor):
 class _State:
     """A point with everything the proposal needs: ``theta, logp, L, v = G^-1 grad``."""
 
-    __slots__ = ("theta", "logp", "L", "v", "half_logdet")
+    __slots__ = ("theta", "logp", "L", "v", "half_logdet", "grad", "G")
 
-    def __init__(self, theta, logp, L, grad):
+    def __init__(self, theta, logp, L, grad, G=None):
         self.theta = theta
         self.logp = logp
         self.L = L
+        self.grad = grad
+        self.G = G
         self.v = cho_solve((L, True), grad)
         self.half_logdet = float(np.sum(np.log(np.diag(L))))  # log det(G)^(1/2)
 
@@ -227,6 +229,18 @@ def _evaluate(posterior, theta, strict=False):
     return lp, g, G
 
 
+METRICS = ("fisher", "fisher+cov", "cov")
+
+
+def _burn_in_precision(Z):
+    """Inverse of the sample covariance of the burn-in window ``Z`` (n, d), shrunk toward a small
+    diagonal as Stan's windowed adaptation does: ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``."""
+    n, d = Z.shape
+    C = np.atleast_2d(np.cov(Z, rowvar=False)) if n > 1 else np.zeros((d, d))
+    C = (n / (n + 5.0)) * C + 1e-3 * (5.0 / (n + 5.0)) * np.eye(d)
+    return np.linalg.inv(0.5 * (C + C.T))
+
+
 def _check_int(v, name, minimum):
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
         raise PbsensError(f"{name!r} must be an integer >= {minimum}, got {v!r}")
@@ -244,7 +258,7 @@ def _progress_enabled(progress):
 
 # ----------------------------------------------------------------------------- sampler
 def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, adapt=True,
-           target_accept=0.6, progress=None, *, metric_floor=None, callback=None) -> MCMCResult:
+           target_accept=0.6, progress=None, *, metric_floor=None, metric="fisher", callback=None) -> MCMCResult:
     """Simplified manifold MALA (Girolami and Calderhead 2011; METHOD.md section 8).
 
     Proposal ``theta* ~ N(theta + (eps^2/2) G^-1 grad, eps^2 G^-1)`` with the metric
@@ -284,6 +298,16 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
         ``metric_floor * max |lambda|`` (see ``_chol_floor``), for singular or
         indefinite metrics (e.g. ``1e-6``). Default ``None``: Cholesky with
         round-off-level jitter only; a genuinely indefinite metric rejects the proposal.
+    metric : str
+        ``"fisher"`` (default): the posterior's metric ``G(theta)``. ``"fisher+cov"``:
+        ``G(theta) + P`` and ``"cov"``: the constant ``P`` (preconditioned MALA), with
+        ``P`` the inverse sample covariance of the chain over the second quarter of
+        burn-in (shrunk toward a small diagonal), computed once at mid burn-in; the
+        first half of burn-in uses ``G``, the second half re-adapts ``eps`` with the
+        new metric, which is frozen afterwards (the kept iterations are an exact
+        Metropolis-Hastings chain with a fixed proposal rule). ``P`` supplies the scale
+        of directions the Fisher information does not see (a non-identifiable
+        parameter's spread in the posterior). Needs ``burn_in >= 8``.
     callback : callable, optional
         ``callback(i, theta, logp, accepted, accept_prob, step_size, failed)`` after
         every iteration ``i`` (burn-in included; the sample index is ``i - burn_in``).
@@ -342,13 +366,22 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
     if metric_floor is not None and (isinstance(metric_floor, bool) or not isinstance(
             metric_floor, (int, float, np.floating)) or not 0 < metric_floor < 1):
         raise PbsensError(f"'metric_floor' must be a number in (0, 1), got {metric_floor!r}")
-    factor = _chol if metric_floor is None else (lambda M: _chol_floor(M, float(metric_floor)))
+    if metric not in METRICS:
+        raise PbsensError(f"'metric' must be one of {', '.join(METRICS)}, got {metric!r}")
+    if metric != "fisher" and burn_in < 8:
+        raise PbsensError(f"'metric'={metric!r} learns the covariance during burn-in: 'burn_in' must be >= 8, "
+                          f"got {burn_in}")
+    base_factor = _chol if metric_floor is None else (lambda M: _chol_floor(M, float(metric_floor)))
+    factor = base_factor
+    switch_at = burn_in // 2 if metric != "fisher" else -1
     L, jit = factor(G)
     if L is None:
         raise PbsensError("'theta0': the metric is not positive definite there, even with jitter "
                           "(add a prior, or start elsewhere)")
     n_jitter = int(jit)
-    cur = _State(theta, lp, L, g)
+    cur = _State(theta, lp, L, g, G)
+    precision = None
+    i_adapt = 0
 
     n_total = burn_in + n_samples
     chain = np.empty((n_total, d))
@@ -368,12 +401,25 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
     try:
         for i in range(n_total):
             in_burn = i < burn_in
+            if i == switch_at:
+                precision = _burn_in_precision(chain[burn_in // 4:switch_at])
+                if metric == "cov":
+                    L_fixed = np.linalg.cholesky(precision)
+                    factor = lambda M: (L_fixed, False)        # noqa: E731
+                else:
+                    factor = lambda M: base_factor(M + precision)   # noqa: E731
+                L_c, _ = factor(cur.G)
+                if L_c is None:     # (burn-in: this one state may use P alone)
+                    L_c = np.linalg.cholesky(precision)
+                cur = _State(cur.theta, cur.logp, L_c, cur.grad, cur.G)
+                i_adapt = 0
             if in_burn:
                 eps = math.exp(log_eps)
                 eps_trace[i] = eps
             else:
                 if i == burn_in and burn_in > 0 and adapt:
-                    eps_final = float(np.exp(np.mean(np.log(eps_trace[burn_in // 2:]))))
+                    tail = burn_in // 2 if switch_at < 0 else switch_at + (burn_in - switch_at) // 2
+                    eps_final = float(np.exp(np.mean(np.log(eps_trace[tail:]))))
                 eps = eps_final
             z = rng.standard_normal(d)
             log_u = math.log(rng.uniform())
@@ -391,7 +437,7 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
                     n_non_pd += 1
                     failed[i] = True
                 else:
-                    new = _State(prop, ev[0], L_new, ev[1])
+                    new = _State(prop, ev[0], L_new, ev[1], ev[2])
                     log_alpha = new.logp - cur.logp + _log_q(cur.theta, new, eps) - _log_q(prop, cur, eps)
                     if math.isnan(log_alpha):
                         log_alpha = -math.inf
@@ -400,7 +446,8 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
                         cur = new
                         accepted[i] = True
             if in_burn and adapt:
-                log_eps += (alpha - target_accept) / (i + 10.0) ** 0.6
+                log_eps += (alpha - target_accept) / (i_adapt + 10.0) ** 0.6
+                i_adapt += 1
                 log_eps = min(max(log_eps, math.log(1e-8)), math.log(1e3))
             chain[i] = cur.theta
             logps[i] = cur.logp
