@@ -37,6 +37,7 @@ def main(argv=None):
     ap.add_argument("--burn-in", type=int, default=None)
     ap.add_argument("--methods", nargs="+", default=["exp2", "pbsr", "fs"])
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--metric", default="fisher+cov", help="SMMALA metric (pbsens.smmala): fisher, fisher+cov, cov")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--scheduler", default=None)
     ap.add_argument("--out", default=None, help="write each method's outputs into OUT/<method>")
@@ -61,22 +62,40 @@ def main(argv=None):
           f"{args.burn_in if args.burn_in is not None else args.draws // 2}, seeds {args.seed} + method index, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     tables = {}
+    rows = []
     for i, m in enumerate(args.methods):
         # a different root seed per method: chains of two methods with one seed would be coupled (nearly
         # the same draws), which makes the agreement of their means a weak check
         offset = {"exp2": 0, "pbsr": 1, "fs": 2}.get(m, 3 + i)   # the same seeds whether methods run together or not
         idata = pbsens.sample(problem, chains=args.chains, draws=args.draws, burn_in=args.burn_in, method=m,
-                              seed=args.seed + offset, client=args.scheduler, n_workers=args.workers, progress=True)
+                              seed=args.seed + offset, client=args.scheduler, n_workers=args.workers, progress=True,
+                              metric=args.metric)
         df = summary(idata)
         tables[m] = df
         att = idata.posterior.attrs
         secs = att["sampling_seconds"]
+        rows.append((m, df["r_hat"].max(), df["ess_bulk"].min(), df["ess_tail"].min(),
+                     df["ess_bulk"].min() / secs, df["ess_bulk"].min() / att["wall_time"], secs, att["wall_time"],
+                     float(idata.sample_stats.accepted.mean())))
         print(f"{m:5s}  max R-hat {df['r_hat'].max():.3f}  min ESS bulk {df['ess_bulk'].min():.0f}  "
               f"tail {df['ess_tail'].min():.0f}  ESS/s {df['ess_bulk'].min() / secs:.3f}  "
               f"acceptance {float(idata.sample_stats.accepted.mean()):.2f}  "
               f"{secs:.0f} s summed over chains ({att['wall_time']:.0f} s wall)", flush=True)
         if args.out:
             write_sample_output(idata, os.path.join(args.out, m), force=True)
+    print("\n| method | max R-hat | min bulk ESS | min tail ESS | ESS/s (summed chain s) | ESS/s (wall) "
+          "| summed chain s | wall s | acceptance |\n|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]:.3f} | {r[2]:.0f} | {r[3]:.0f} | {r[4]:.3f} | {r[5]:.3f} | {r[6]:.0f} | {r[7]:.0f} "
+              f"| {r[8]:.2f} |")
+    if "fs" in tables and "exp2" in tables:
+        a, b = tables["exp2"], tables["fs"]
+        tol = 2 * np.sqrt(a["mcse_mean"] ** 2 + b["mcse_mean"] ** 2)
+        print("\n| parameter | exp2 mean | MCSE | fs mean | MCSE | |diff| / (2 sqrt(MCSE_a^2 + MCSE_b^2)) |"
+              "\n|---|---|---|---|---|---|")
+        for pid in a.index:
+            print(f"| {pid} | {a.loc[pid, 'mean']:.4g} | {a.loc[pid, 'mcse_mean']:.2g} | {b.loc[pid, 'mean']:.4g} "
+                  f"| {b.loc[pid, 'mcse_mean']:.2g} | {abs(a.loc[pid, 'mean'] - b.loc[pid, 'mean']) / tol[pid]:.2f} |")
     if "fs" in tables:
         ref = tables["fs"]
         for m in (x for x in args.methods if x != "fs"):

@@ -301,10 +301,10 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
     metric : str
         ``"fisher"`` (default): the posterior's metric ``G(theta)``. ``"fisher+cov"``:
         ``G(theta) + P`` and ``"cov"``: the constant ``P`` (preconditioned MALA), with
-        ``P`` the inverse sample covariance of the chain over the second quarter of
-        burn-in (shrunk toward a small diagonal), computed once at mid burn-in; the
-        first half of burn-in uses ``G``, the second half re-adapts ``eps`` with the
-        new metric, which is frozen afterwards (the kept iterations are an exact
+        ``P`` the inverse sample covariance of the chain over burn-in iterations
+        ``[0.15, 0.4) burn_in`` (shrunk toward a small diagonal), then re-estimated
+        over ``[0.4, 0.75) burn_in`` (sampled with the first estimate); ``eps`` is
+        re-adapted after each update, and the metric is frozen after burn-in (the kept iterations are an exact
         Metropolis-Hastings chain with a fixed proposal rule). ``P`` supplies the scale
         of directions the Fisher information does not see (a non-identifiable
         parameter's spread in the posterior). Needs ``burn_in >= 8``.
@@ -373,7 +373,11 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
                           f"got {burn_in}")
     base_factor = _chol if metric_floor is None else (lambda M: _chol_floor(M, float(metric_floor)))
     factor = base_factor
-    switch_at = burn_in // 2 if metric != "fisher" else -1
+    # covariance windows [burn_in 0.15, 0.4) and [0.4, 0.75): the second one, sampled with the first
+    # estimate, sees the spread the Fisher metric alone explores too slowly
+    windows = {} if metric == "fisher" else {int(0.4 * burn_in): int(0.15 * burn_in),
+                                               int(0.75 * burn_in): int(0.4 * burn_in)}
+    switch_at = max(windows) if windows else -1
     L, jit = factor(G)
     if L is None:
         raise PbsensError("'theta0': the metric is not positive definite there, even with jitter "
@@ -401,8 +405,8 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
     try:
         for i in range(n_total):
             in_burn = i < burn_in
-            if i == switch_at:
-                precision = _burn_in_precision(chain[burn_in // 4:switch_at])
+            if i in windows:
+                precision = _burn_in_precision(chain[windows[i]:i])
                 if metric == "cov":
                     L_fixed = np.linalg.cholesky(precision)
                     factor = lambda M: (L_fixed, False)        # noqa: E731
