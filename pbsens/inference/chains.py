@@ -260,7 +260,7 @@ def _progress_enabled(progress):
 # ------------------------------------------------------------------ the sampler
 def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None, client=None, n_workers=None,
            progress=True, *, theta0=None, metric_floor=1e-8, box_metric=None, step_size=None, target_accept=0.6,
-           solver_options=None, transform=True, ridge=0.1, init_scale=2.0, metric="fisher", _fault=None):
+           solver_options=None, transform=True, ridge=0.1, init_scale=2.0, metric=None, _fault=None):
     """Run ``chains`` SMMALA chains in parallel on ``problem``'s posterior.
 
     Parameters
@@ -307,8 +307,11 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     init_scale : float
         With ``transform`` and the default starts: widening of the Laplace approximation.
     step_size, target_accept, metric
-        As in :func:`pbsens.smmala` (``metric="fisher+cov"`` adds the inverse burn-in
-        covariance of each chain, in ``z`` with ``transform``, to the metric).
+        As in :func:`pbsens.smmala`. ``metric`` default: ``"fisher+cov"`` (the inverse
+        burn-in covariance of each chain, in ``z`` with ``transform``, added to the
+        metric) when ``burn_in >= 8``, else ``"fisher"``. Evidence (Boehm, 2 x 300
+        draws): with ``"fisher"`` the step size adapts to 0.08-0.12 and the smallest bulk
+        ESS is 2; with ``"fisher+cov"`` to 1.6-1.8 and 10 (docs/PERFORMANCE.md).
     solver_options : dict, optional
         Passed to ``Problem.evaluate`` (``rtol``, ``atol``, ``solver``).
 
@@ -342,6 +345,8 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
         import secrets
         seed = secrets.randbits(63)
     from .smmala import METRICS
+    if metric is None:
+        metric = "fisher+cov" if burn_in >= 8 else "fisher"
     if metric not in METRICS:
         raise PbsensError(f"'metric' must be one of {', '.join(METRICS)}, got {metric!r}")
     entropy = int(seed)
