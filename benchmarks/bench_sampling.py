@@ -11,10 +11,15 @@ and pbsr / fs, and whether every posterior mean of exp2 (and pbsr) agrees with
 fs within 2 Monte Carlo standard errors (``|m_a - m_b| <= 2 sqrt(mcse_a^2 +
 mcse_b^2)``, arviz's ``mcse_mean``).
 
-Full size (4 chains x 2000 draws, three methods) takes a long time on a shared
-2-core machine; try ``--draws 100`` first. Run from the repository root::
+At the end: one markdown table (per method: max R-hat, min bulk / tail ESS, ESS/s
+over summed chain seconds and over wall seconds, summed chain and wall seconds,
+acceptance) and, when exp2 and fs both ran, the exp2 and fs posterior means with
+their MCSE per parameter. ``--metric`` is the SMMALA metric (default
+``fisher+cov``: Fisher information plus the inverse burn-in covariance, see
+``pbsens.smmala``). Run from the repository root (docs/PERFORMANCE.md)::
 
-    python -m benchmarks.bench_sampling [--chains 4] [--draws 2000] [--methods exp2 pbsr fs] [--out DIR]
+    python -m benchmarks.bench_sampling --chains 4 --draws 2000 --burn-in 1000 --methods exp2 pbsr fs \
+        --workers 2 [--metric fisher+cov] [--out DIR]
 """
 from __future__ import annotations
 
