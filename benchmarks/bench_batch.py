@@ -17,7 +17,7 @@ against the same in a fresh process with an empty cache directory
 
 Run from the repository root::
 
-    python -m benchmarks.bench_batch [--repeats 3] [--n 64]
+    python -m benchmarks.bench_batch [--repeats 5] [--n 64] [--chunk-size K]
 """
 from __future__ import annotations
 
@@ -74,6 +74,11 @@ def _timed_item(context, theta):
         parallel.worker_load_time("problem", context[0])
 
 
+def _empty_item(context, theta):
+    """A worker task that does nothing: times dask's scheduling and transfer alone."""
+    return None
+
+
 def _report(name, wall, out, n_workers):
     busy = sum(o[1] for o in out)
     cpu = sum(o[2] for o in out)
@@ -89,7 +94,7 @@ def _report(name, wall, out, n_workers):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--no-dask", action="store_true")
     ap.add_argument("--no-first-call", action="store_true")
@@ -139,20 +144,39 @@ def main(argv=None):
     parallel.shutdown()
     if not args.no_dask:
         import distributed
+        dask_info = {}
         for n in (1, 2):
+            # the cluster is started (and the problem loaded on its workers by the warm-up run)
+            # outside the timed region: a user keeps one Client for many batches
             with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                           dashboard_address=None) as cl, distributed.Client(cl) as client:
                 def run(client=client):
-                    res = pr.evaluate_many(thetas, client=client)
+                    res = pr.evaluate_many(thetas, client=client, chunk_size=args.chunk_size)
                     assert [r.llh for r in res] == ref
                 rows[f"dask-{n}"] = timed(run)
+                # the same chunks with an empty task: what dask costs per call without any work
+                # (submission, scheduling, one gather), median of the repeats
+                dask_info[n] = (timed(lambda client=client: parallel.map_tasks(
+                    _empty_item, None, list(thetas), client=client, chunk_size=args.chunk_size)),)
+                t = time.perf_counter()
+                out = parallel.map_tasks(_timed_item, (parallel.problem_recipe(pr), {}), list(thetas),
+                                         client=client, chunk_size=args.chunk_size)
+                wall = time.perf_counter() - t
+                dask_info[n] += (wall, _report(f"dask-{n}", wall, out, n))
+        cs = args.chunk_size or max(1, -(-args.n // 4))
+        print(f"  dask: {-(-args.n // cs)} chunks of {cs} for 2 workers (default: 2 per worker thread); empty "
+              f"batch (scheduling + transfer only, no evaluation): dask-1 {dask_info[1][0]:.3f} s, "
+              f"dask-2 {dask_info[2][0]:.3f} s")
     print(f"{'backend':<14s} {'seconds':>8s} {'per eval [ms]':>14s}")
     for k, v in rows.items():
         print(f"{k:<14s} {v:8.3f} {1e3 * v / args.n:14.2f}")
     print(f"speed-up processes: serial / processes-2 = {rows['serial'] / rows['processes-2']:.2f}x, "
           f"processes-1 / processes-2 = {rows['processes-1'] / rows['processes-2']:.2f}x")
     if "dask-2" in rows:
-        print(f"speed-up dask: dask-1 / dask-2 = {rows['dask-1'] / rows['dask-2']:.2f}x")
+        print(f"speed-up dask: dask-1 / dask-2 = {rows['dask-1'] / rows['dask-2']:.2f}x, "
+              f"serial / dask-2 = {rows['serial'] / rows['dask-2']:.2f}x; per-call dask overhead "
+              f"(empty batch) dask-1 {dask_info[1][0]:.3f} s, dask-2 {dask_info[2][0]:.3f} s; "
+              f"dask-1 - serial = {rows['dask-1'] - rows['serial']:+.3f} s")
     if not args.no_first_call:
         warm = first_call()
         with tempfile.TemporaryDirectory() as d:

@@ -307,31 +307,59 @@ def _resolve_client(client, n_workers):
     raise PbsensError(f"'client' must be a distributed.Client, a scheduler address or 'local', got {client!r}")
 
 
+def _dask_workers(client):
+    """Worker threads of a dask cluster (at least 1)."""
+    try:
+        info = client.scheduler_info()
+        return max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
+    except Exception:  # noqa: BLE001 - an unanswered query only changes the chunking
+        return 1
+
+
 def _dask_run(client, fn, context, chunks, poll=None):
+    """Results per chunk on dask: one task per chunk, all submitted at once, one gather.
+
+    ``context`` goes to the cluster once (``scatter``, broadcast to every worker) and the
+    tasks refer to it, rather than pickling it into every task; results come back in a
+    single ``gather`` (one round trip) instead of one ``result()`` call per future.
+    """
     import distributed
-    futs = [client.submit(_run_chunk, fn, context, ch, pure=False) for ch in chunks]
-    pending = set(futs)
-    timeouts = (TimeoutError, getattr(distributed, "TimeoutError", TimeoutError))
-    while pending:
-        try:
-            distributed.wait(list(pending), timeout=0.5)
-        except timeouts:
-            pass
-        pending = {f for f in pending if f.status not in ("finished", "error", "cancelled", "lost")}
-        if poll is not None:
-            poll()
-    out = []
-    for f in futs:
-        if f.status == "finished":
-            out.append(f.result())
-        else:
+    ctx = client.scatter(context, broadcast=True, hash=False) if _worth_scattering(context) else context
+    futs = client.map(_run_chunk, [fn] * len(chunks), [ctx] * len(chunks), chunks, pure=False)
+    if poll is not None:
+        timeouts = (TimeoutError, getattr(distributed, "TimeoutError", TimeoutError))
+        pending = list(futs)
+        while pending:
             try:
-                exc = f.exception()
-                msg = f"{type(exc).__name__}: {exc}"
-            except Exception as e:  # noqa: BLE001 - cancelled/lost futures
-                msg = f"{type(e).__name__}: {e}"
-            out.append(("died", msg))
+                distributed.wait(pending, timeout=0.2)
+            except timeouts:
+                pass
+            pending = [f for f in pending if f.status not in ("finished", "error", "cancelled", "lost")]
+            poll()
+    res = client.gather(futs, errors="skip")
+    done = {f.key for f in futs if f.status == "finished"}
+    out = []
+    it = iter(res)
+    for f in futs:
+        if f.key in done:
+            out.append(next(it))
+            continue
+        try:
+            exc = f.exception()
+            msg = f"{type(exc).__name__}: {exc}"
+        except Exception as e:  # noqa: BLE001 - cancelled/lost futures
+            msg = f"{type(e).__name__}: {e}"
+        out.append(("died", msg))
     return out
+
+
+def _worth_scattering(context):
+    """Scatter a context only when it is large (a small one costs less inline than a round trip)."""
+    import pickle
+    try:
+        return len(pickle.dumps(context, protocol=pickle.HIGHEST_PROTOCOL)) > 100_000
+    except Exception:  # noqa: BLE001 - unpicklable here: let dask report it
+        return False
 
 
 # ------------------------------------------------------------------ the map
@@ -362,7 +390,8 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
         Local worker processes (default: the number of CPUs). With ``n_workers=1``
         and no client the tasks run in this process unless ``processes=True``.
     chunk_size : int, optional
-        Items per task; default ``ceil(len(items) / (4 n_workers))``.
+        Items per task; default ``ceil(len(items) / (4 n_workers))`` for local processes and
+        ``ceil(len(items) / (2 threads))`` on dask (its worker threads, from the scheduler).
     poll : callable, optional
         Called about every 0.2 s while waiting (progress display).
 
@@ -375,14 +404,20 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
     n = _check_workers(n_workers)
     if not items:
         return []
-    if chunk_size is None:
-        chunk_size = max(1, math.ceil(len(items) / (4 * n)))
-    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
+                                   or chunk_size < 1):
         raise PbsensError(f"'chunk_size' must be a positive integer, got {chunk_size!r}")
-    starts = list(range(0, len(items), int(chunk_size)))
-    chunks = [items[s:s + chunk_size] for s in starts]
+    c = close = None
     if client is not None:
         c, close = _resolve_client(client, n_workers)
+        n = _dask_workers(c)
+    if chunk_size is None:
+        # local processes: 4 chunks per worker (a slow chunk is balanced by the others);
+        # dask: 2 per worker thread, as each task costs milliseconds of scheduling
+        chunk_size = max(1, math.ceil(len(items) / ((2 if c is not None else 4) * n)))
+    starts = list(range(0, len(items), int(chunk_size)))
+    chunks = [items[s:s + chunk_size] for s in starts]
+    if c is not None:
         try:
             raw = _dask_run(c, fn, context, chunks, poll)
         finally:

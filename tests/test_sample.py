@@ -122,6 +122,30 @@ def test_evaluate_many_matches_one_by_one(boehm):
         np.testing.assert_array_equal(r.theta, t)
 
 
+def test_evaluate_many_on_dask_equals_serial_in_input_order(boehm):
+    """dask (2 worker threads, several chunks, one gather) returns what evaluate gives here,
+    row by row in input order; a failing item in a dask chunk is kept apart."""
+    distributed = pytest.importorskip("distributed")
+    rng = np.random.default_rng(11)
+    thetas = boehm.x_nominal + 0.03 * rng.standard_normal((7, boehm.dim))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        res = parallel.evaluate_many(boehm, thetas, client=client, chunk_size=2)
+        default = parallel.evaluate_many(boehm, thetas[::-1], client=client)
+        out = parallel.map_tasks(divmod, 7, [1, 0, 2, 3, 5], client=client, chunk_size=2)
+    assert len(res) == 7 and len(default) == 7
+    for t, r, d in zip(thetas, res, default[::-1]):
+        ref = boehm.evaluate(t)
+        np.testing.assert_array_equal(r.theta, t)
+        np.testing.assert_array_equal(d.theta, t)
+        for x in (r, d):
+            assert x.llh == ref.llh
+            np.testing.assert_array_equal(x.gradient, ref.gradient)
+            np.testing.assert_array_equal(x.fim, ref.fim)
+    assert out[0] == (7, 0) and out[2] == (3, 1) and out[3] == (2, 1) and out[4] == (1, 2)
+    assert isinstance(out[1], parallel.TaskFailure) and out[1].index == 1 and "ZeroDivisionError" in out[1].error
+
+
 def test_map_reports_failed_items_and_keeps_the_others():
     out = parallel.map_tasks(divmod, 7, [1, 0, 2, 3], n_workers=2, chunk_size=2, processes=True)
     assert out[0] == (7, 0) and out[2] == (3, 1) and out[3] == (2, 1)
