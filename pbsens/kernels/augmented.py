@@ -67,8 +67,8 @@ def system_jac(jac, jacs, idx, WA, WB, t, z, p, c, J):
     ``A`` is the model's exact Jacobian. The couplings ``C_j`` need second
     derivatives of ``f``: forward differences of the exact Jacobians ``A``,
     ``B`` in each state direction (one ``jacs`` call per state), increment
-    ``sqrt(eps) max(|x_k|, 1e-3 max|x|, 1e-12)`` (as
-    :func:`pbsens.forward._fs_jac_kernel`). ``z[k]`` is perturbed in place and
+    ``sqrt(eps) max(|x_k|, 1e-3 max|x|, 1e-12)``; scipy's methods in
+    :mod:`pbsens.forward` use this same kernel. ``z[k]`` is perturbed in place and
     restored bit for bit.
     """
     ns = idx.shape[0]
