@@ -7,6 +7,7 @@ validated grid and options -> the march kernel (:mod:`pbsens.kernels.march`) ->
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 
 import numpy as np
@@ -569,11 +570,13 @@ def _blas_free(model, args, kwargs):
         return False                     # not a model: the checks inside report it
     trajectory = args[0] if args else kwargs.get("trajectory")
     if trajectory is None:
-        return kwargs.get("solver", "LSODA") == "rodas5p"
+        return kwargs.get("solver", _DEFAULT_SOLVER) == "rodas5p"
     return isinstance(trajectory, Trajectory) and trajectory.method == "rodas5p"
 
 
 _sensitivities_unlimited = sensitivities
+#: the body's own default, read from its signature so the two cannot drift apart
+_DEFAULT_SOLVER = inspect.signature(_sensitivities_unlimited).parameters["solver"].default
 _sensitivities_limited = limit_blas_threads(sensitivities)
 
 
