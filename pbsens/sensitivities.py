@@ -27,7 +27,7 @@ _SWITCH_METHODS = ("pbsr", "pbsr2")
 
 #: Sub-intervals per accepted step of the post-hoc grid when the states come from Rodas5P
 #: (``substeps=None``); chosen from benchmarks/work_precision.py (docs/PERFORMANCE.md).
-DEFAULT_SUBSTEPS = {"rodas5p": 4}
+DEFAULT_SUBSTEPS = {"rodas5p": 3}
 
 #: Post-hoc methods accepted by :func:`sensitivities`.
 METHODS = tuple(codes.METHOD_CODES)
@@ -189,7 +189,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         ``"pbsr2"`` (and linear or Hermite interpolation) the switch is decided on
         the solver's grid and only the exponential intervals are refined; PBS
         intervals take their own ``n_int`` sub-steps. Default (None):
-        ``DEFAULT_SUBSTEPS["rodas5p"]`` (4) for a Rodas5P trajectory, 1 (the
+        ``DEFAULT_SUBSTEPS["rodas5p"]`` (3) for a Rodas5P trajectory, 1 (the
         solver's grid as is) for every other solver. Values above 1 need a
         Trajectory with dense output.
     estimate_error : bool

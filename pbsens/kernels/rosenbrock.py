@@ -275,15 +275,17 @@ def _dense_coefficients(K, Dk):
             Dk[r, i] = acc
 
 
-@njit(i8(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, vec, vec, vec, f8, i8, i8, vec, mat, tens, ivec,
-         ivec, vec, vec, mat, mat, ivec, mat, vec, vec, vec, vec),
+@njit(i8(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, vec, vec, vec, f8, i8, i8, vec, mat, tens, vec,
+         ivec, ivec, vec, vec, mat, mat, ivec, mat, vec, vec, vec, vec),
       cache=True, _nrt=False, error_model="numpy")
 def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
-          T, X, Dn, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g):
+          T, X, Dn, Hf, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g):
     """The step loop; resumes from ``ist``/``fst`` and the last stored grid point.
 
     Returns a status code; ``_STATUS_FULL`` when the buffers ``T``, ``X``,
-    ``Dn`` hold ``Dn.shape[0]`` steps (the caller grows them and calls again).
+    ``Dn``, ``Hf`` hold ``Dn.shape[0]`` steps (the caller grows them and calls again).
+    ``Hf[n]``: the size step ``n`` had before it was shortened to end at a stop (its
+    own size if it was not), i.e. the step the error control chose there.
     """
     nx = u.shape[0]
     cap = Dn.shape[0]
@@ -343,6 +345,7 @@ def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_st
         # ---- step size: bounds, and stop exactly at the next stop
         if h > max_step:
             h = max_step
+        h_free = h
         hit = False
         if t + 1.0001 * h >= t_stop:
             h = t_stop - t
@@ -390,6 +393,7 @@ def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_st
             h_acc = h
             err_acc = max(1e-2, err)
             _dense_coefficients(K, Dn[n])
+            Hf[n] = h_free if h_free > h else h
             t = t_stop if hit else t + h
             n += 1
             T[n] = t
@@ -434,8 +438,8 @@ def _workspace(nx, nx_model):
             np.empty((S, nx)), np.empty(nx), np.empty(nx), np.zeros(nx), np.empty(nx))
 
 
-@njit(types.Tuple((i8, vec, mat, tens))(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, i8, f8, vec, vec, vec, vec,
-                                        vec, vec, f8, f8, i8, i8, i8, ivec, vec),
+@njit(types.Tuple((i8, vec, mat, tens, vec))(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, i8, f8, vec, vec, vec,
+                                             vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
       cache=True)
 def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops, first_step, max_step, max_steps,
          autonomous, capacity, counts, info):
@@ -445,6 +449,7 @@ def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops,
     T = np.empty(cap + 1)
     X = np.empty((cap + 1, nx))
     Dn = np.empty((cap, 3, nx))
+    Hf = np.empty(cap)
     T[0] = t0
     for i in range(nx):
         X[0, i] = x0[i]
@@ -458,22 +463,24 @@ def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops,
     W, J, piv, K, u, f0, dT, g = _workspace(nx, nx_model)
     while True:
         status = _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
-                       T, X, Dn, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g)
+                       T, X, Dn, Hf, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g)
         if status != _STATUS_FULL:
             break
         cap2 = 2 * cap
         T2 = np.empty(cap2 + 1)
         X2 = np.empty((cap2 + 1, nx))
         D2 = np.empty((cap2, 3, nx))
+        H2 = np.empty(cap2)
         T2[:cap + 1] = T
         X2[:cap + 1] = X
         D2[:cap] = Dn
-        T, X, Dn, cap = T2, X2, D2, cap2
+        H2[:cap] = Hf
+        T, X, Dn, Hf, cap = T2, X2, D2, H2, cap2
     n = ist[_I_N]
-    return status, T[:n + 1], X[:n + 1], Dn[:n]
+    return status, T[:n + 1], X[:n + 1], Dn[:n], Hf[:n]
 
 
-@njit(types.Tuple((i8, vec, mat, tens))(ivec, f8, vec, vec, vec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
+@njit(types.Tuple((i8, vec, mat, tens, vec))(ivec, f8, vec, vec, vec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
       cache=True)
 def rodas5p_solve(fn_addr, t0, x0, p, c, rtol, atol, stops, first_step, max_step, max_steps, autonomous,
                   capacity, counts, info):
@@ -512,10 +519,13 @@ def rodas5p_solve(fn_addr, t0, x0, p, c, rtol, atol, stops, first_step, max_step
 
     Returns
     -------
-    (status, T, X, Dn)
-        Status code; the accepted grid ``T`` (K,), states ``X`` (K, nx) and dense
-        coefficients ``Dn`` (K - 1, 3, nx), up to the last accepted step also on
-        failure.
+    (status, T, X, Dn, Hf)
+        Status code; the accepted grid ``T`` (K,), states ``X`` (K, nx), dense
+        coefficients ``Dn`` (K - 1, 3, nx) and free step sizes ``Hf`` (K - 1,),
+        up to the last accepted step also on failure. ``Hf[k]`` is the size the
+        step control chose for step ``k`` before it was shortened to end at a
+        stop (``T[k+1] - T[k]`` for a step that was not): the solution's time
+        scale there, which a stop does not change.
     """
     rhs = vector_fn_at(fn_addr[0], fn_addr[1])
     jac = matrix_fn_at(fn_addr[2], fn_addr[3])
@@ -548,8 +558,10 @@ def rodas5p_solve_sensitivities(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, f
     jacs = jacs_fn_at(fn_addr[4], fn_addr[5])
     nx = z0.shape[0] // (idx.shape[0] + 1)
     npar = p.shape[0]
-    return _run(rhs, jac, jacs, idx, np.empty((2, nx, nx)), np.empty((2, nx, npar)), nx,
-                t0, z0, p, c, rtol, atol, stops, first_step, max_step, max_steps, autonomous, capacity, counts, info)
+    status, T, Z, Dn, _ = _run(rhs, jac, jacs, idx, np.empty((2, nx, nx)), np.empty((2, nx, npar)), nx, t0, z0,
+                               p, c, rtol, atol, stops, first_step, max_step, max_steps, autonomous, capacity,
+                               counts, info)
+    return status, T, Z, Dn
 
 
 

@@ -40,7 +40,9 @@ def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps", only=None) 
     split : {"gaps", "steps"}
         ``"gaps"`` (default): every interval of ``trajectory.t`` (accepted steps
         with the output times merged in) longer than ``H/m``, ``H`` the length of
-        the accepted step it lies in, is split into ``ceil(m L / H)`` equal parts
+        the accepted step it lies in (for a step shortened to end at a stop, the
+        size the step control chose, ``sol.h_free``, when the dense output has it:
+        the stop does not change the solution's time scale), is split into ``ceil(m L / H)`` equal parts
         (``L`` its length); shorter intervals stay as they are. Where output
         times are denser than ``H/m`` (a long step near an equilibrium, crossing
         many output times) nothing is added, and the output spacing, often
@@ -81,11 +83,19 @@ def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps", only=None) 
                           "(solve_states(..., dense_output=True))")
     t = np.asarray(trajectory.t, dtype=np.float64)
     steps = np.asarray(getattr(sol, "ts", t), dtype=np.float64)
-    steps = steps[(steps >= t[0]) & (steps <= t[-1])]
+    h_free = getattr(sol, "h_free", None)
+    inside = (steps >= t[0]) & (steps <= t[-1])
+    if h_free is not None and np.size(h_free) == steps.size - 1 and inside.all():
+        # a step shortened to end at a stop is measured against the step the control chose
+        H = np.maximum(np.asarray(h_free, dtype=np.float64), np.diff(steps))
+    else:
+        H = None
+    steps = steps[inside]
     if steps.size < 2:
         steps = t[[0, -1]]
+        H = None
     if split == "gaps":
-        t_sub = _gap_points(t, steps, m)
+        t_sub = _gap_points(t, steps, m, H)
     else:
         t_sub = _step_points(t, steps, m)
     if only is not None:
@@ -111,11 +121,12 @@ def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps", only=None) 
     return dataclasses.replace(trajectory, t=t_new, x=x_new, eval_index=eval_index, stats=stats)
 
 
-def _gap_points(t, steps, m):
-    """New points (sorted) that split each interval of ``t`` longer than ``1/m`` of its accepted step."""
+def _gap_points(t, steps, m, H_step=None):
+    """New points (sorted) that split each interval of ``t`` longer than ``1/m`` of its accepted step
+    (its length, or ``H_step``: per step, the size the step control chose before a stop shortened it)."""
     L = np.diff(t)
     j = np.clip(np.searchsorted(steps, t[:-1], side="right") - 1, 0, steps.size - 2)
-    H = steps[j + 1] - steps[j]
+    H = steps[j + 1] - steps[j] if H_step is None else H_step[j]
     # parts per interval; the factor keeps an interval of exactly H/m (to rounding) whole
     n = np.maximum(np.ceil(L * m / H * (1.0 - 1e-9)), 1.0).astype(np.int64)
     long = np.flatnonzero(n > 1)
