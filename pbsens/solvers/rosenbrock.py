@@ -115,7 +115,7 @@ class RosenbrockDenseOutput:
 
     def __init__(self, T, X, Dn, h_free=None):
         self.ts = T
-        self.h_free = np.diff(T) if h_free is None else h_free
+        self.h_free = np.diff(T) if h_free is None else np.maximum(h_free, np.diff(T))
         self._X = X
         self._D = Dn
         self.t_min = float(T[0])
