@@ -9,7 +9,8 @@ output times, for
     LSODA + exp2      sensitivities(m, t_span=..., t_eval=ts, method="exp2", solver="LSODA")
     LSODA + exp       (for the pbsr2 / exp ratio)
     LSODA + pbsr2
-    rodas5p + exp2    sensitivities(..., solver="rodas5p"): grid refined, DEFAULT_SUBSTEPS
+    rodas5p + exp2    sensitivities(..., solver="rodas5p"): grid refined, DEFAULT_SUBSTEPS; the
+                      solve ends a step at every 8th output time (stop_at_outputs default)
     rodas5p + exp2 m1 the same on the solver's own grid (substeps=1)
     rodas5p + exp
     rodas5p + pbsr2
