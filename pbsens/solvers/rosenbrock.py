@@ -194,8 +194,8 @@ def solve_rosenbrock(model, t_span, t_eval=None, p=None, x0=None, rtol=1e-5, ato
         ``k - 1`` output times inside it, whose states come from the dense output.
         The dense output's error inside a long step, though within the tolerance,
         can be far larger than the error at the step's ends: CaMKII at rtol 1e-5
-        takes one step over [91, 493] near its steady state, with state errors 2e-11
-        and 4e-13 (relative) at its ends and up to 9e-12 at the 133 output times
+        takes one step over [91.5, 492.8] near its steady state, with state errors
+        2e-11 and 4e-13 (relative) at its ends and ~8e-12 at the 134 output times
         inside it, and post-hoc sensitivities amplify the state error there ~4e4
         times (median error of ``S`` 2.5e-7 with every output interpolated, 4e-12
         with ``k = 8``, 3.9e-12 with ``k = 1``; docs/PERFORMANCE.md). Default 8: a
