@@ -18,10 +18,18 @@ times:
 nominal parameters, set up as :class:`pbsens.problems.Problem` does
 (:func:`pbsens.error_estimate.problem_conditions`: parameter maps, initial
 states, preequilibration), output times the condition's measurement times;
-conditions with events or breakpoints inside the span are skipped and named. A
-summary per model (conditions pooled) and method ends the output.
+conditions with breakpoints inside the span are marched segment by segment with
+the jump of ``S`` (:func:`segmented`). A summary per model (conditions pooled) and
+method ends the output.
 
-    python benchmarks/bench_error_estimate.py [--repeats 5] [--models PKA CaMKII Chua]
+Large problems (Alkan: 73 conditions): ``--ref-method rodas5p`` (the compiled
+Rosenbrock reference, 3-5x faster than Radau there; ``--ref-check N`` compares it
+with Radau on every N-th condition), ``--jobs 2`` (conditions in processes),
+``--jsonl FILE`` (rows appended per condition; ``--first-condition`` resumes),
+``--tol-every 4 --tol-every-methods pbsr`` (pbsr's ``sens_rtol`` on every fourth
+condition); ``--summarize FILES`` pools saved rows.
+
+    PYTHONPATH=. python benchmarks/bench_error_estimate.py [--repeats 5] [--models PKA CaMKII Chua]
         [--methods exp exp2 pbsr pbsr2] [--petab /path/to/petab/Problem ...] [--conditions N]
 """
 import argparse
@@ -359,6 +367,20 @@ def summary(rows):
               % (name, meth, np.median(E), E.max(), within, worst, np.median(Et), Et.max(),
                  sum(r["c_tol"] for r in rs if r["nsub"] >= 0) / plain_tol if plain_tol else float("nan"),
                  sum(r["c_est"] for r in rs) / plain, len(rs), n_tol), flush=True)
+
+
+def sbml_problem(folder):
+    """(model, t_span, p) of a single-condition PEtab folder: SBML model, nominal parameters."""
+    import glob
+
+    import pandas as pd
+    xml = sorted(glob.glob(os.path.join(folder, "model_*.xml")))[0]
+    m = pbsens.load_model(xml)
+    par = pd.read_csv(sorted(glob.glob(os.path.join(folder, "parameters_*.tsv")))[0], sep="\t")
+    nominal = dict(zip(par["parameterId"], par["nominalValue"]))
+    p = np.array([nominal.get(n, v) for n, v in zip(m.param_names, m.p)], dtype=float)
+    meas = pd.read_csv(sorted(glob.glob(os.path.join(folder, "measurementData_*.tsv")))[0], sep="\t")
+    return m, (0.0, float(meas["time"].max())), p
 
 
 def load_petab(folder):
