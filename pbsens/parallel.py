@@ -39,7 +39,7 @@ import numpy as np
 from .errors import PbsensError
 
 __all__ = ["map_tasks", "TaskFailure", "BatchError", "evaluate_many", "sensitivities_many",
-           "problem_recipe", "model_recipe", "shutdown"]
+           "problem_recipe", "model_recipe", "shutdown", "local_cluster"]
 
 
 @dataclass
@@ -273,6 +273,13 @@ def shutdown():
 atexit.register(shutdown)
 
 
+def local_cluster(n_workers=2, *, quiet=True, **kwargs):
+    """A dask ``LocalCluster`` of single-threaded worker processes with dask's periodic
+    work turned down (:func:`pbsens.dask_backend.local_cluster`)."""
+    from .dask_backend import local_cluster as make
+    return make(n_workers, quiet=quiet, **kwargs)
+
+
 # ------------------------------------------------------------------ the map
 def _check_workers(n_workers):
     if n_workers is None:
@@ -316,7 +323,8 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
         instead of tens; chunks go to whichever worker is free; one thread per worker,
         so meant for single-threaded workers). ``"auto"``: ``"resident"`` when every
         worker has one thread and ``context`` is small, else ``"tasks"``. Default
-        chunking for ``"resident"``: 4 chunks per worker.
+        chunking for ``"resident"``: one chunk per worker (the fewest calls; give
+        ``chunk_size`` to balance items of uneven cost over the workers).
 
     Returns
     -------
@@ -352,10 +360,12 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
                 resident = sorted(threads)
                 n = max(1, len(resident))
     if chunk_size is None:
-        # local processes and resident dask actors: 4 chunks per worker (a slow chunk is
-        # balanced by the others); dask tasks: 2 per worker thread, as each task costs
-        # milliseconds of scheduling
-        chunk_size = max(1, math.ceil(len(items) / ((2 if c is not None and resident is None else 4) * n)))
+        # local processes: 4 chunks per worker (a slow chunk is balanced by the others);
+        # dask tasks: 2 per worker thread, as each task costs milliseconds of scheduling;
+        # resident dask actors: 1 per worker (each call costs CPU on the client and the
+        # worker that, on a machine as small as the cluster, the evaluations lose)
+        per = 4 if c is None else (2 if resident is None else 1)
+        chunk_size = max(1, math.ceil(len(items) / (per * n)))
     starts = list(range(0, len(items), int(chunk_size)))
     chunks = [items[s:s + chunk_size] for s in starts]
     if c is not None:
