@@ -190,7 +190,7 @@ class UnboundedPosterior:
         G = np.asarray(G, dtype=np.float64)
         gz = J * g + dlogj
         Gz = (J[:, None] * G) * J[None, :]
-        Gz[np.diag_indices_from(Gz)] += curv + self.ridge
+        Gz.flat[::Gz.shape[0] + 1] += curv + self.ridge        # the diagonal, in place
         return float(lp) + logj, gz, Gz
 
     def log_posterior_theta(self, z_logp, z):
