@@ -9,7 +9,9 @@ tiny evaluations are not dominated by scheduling), on
 * **dask.distributed** when ``client`` is given: a ``distributed.Client``, a
   scheduler address (``"tcp://host:8786"``), or ``"local"`` to start a
   ``LocalCluster`` with ``n_workers`` single-threaded worker processes for the
-  call.
+  call (:func:`local_cluster`). Chunks go as dask tasks or, for batches on
+  single-threaded workers, as direct calls to one actor kept on each worker
+  (``dispatch``; :mod:`pbsens.dask_backend`).
 
 Workers do not receive compiled models: they receive a *recipe* (a PEtab YAML
 path, an SBtab folder, a :class:`~pbsens.ModelSpec`) and build the model from
