@@ -169,9 +169,13 @@ def _dask_worker_threads(client):
     return {a: int(w.get("nthreads", 1)) for a, w in info.get("workers", {}).items()}
 
 
+ACTOR_START_TIMEOUT = 120   # seconds for a worker to take its actor (it may be busy with a task)
+
+
 def _resident_actors(client, addresses):
-    """One :class:`_Resident` actor per worker address, created on first use and kept
-    (per client) until its worker leaves the cluster or fails a call."""
+    """``(addresses, actors)``: one :class:`_Resident` actor per worker address, created on
+    first use and kept (per client) until its worker leaves the cluster or fails a call; a
+    worker that does not take its actor in time is left out of this call."""
     with _RESIDENT_LOCK:
         for cid in [k for k, v in _RESIDENT.items() if v[0].status not in ("running", "connecting", "newly-created")]:
             del _RESIDENT[cid]      # closed clients
@@ -183,8 +187,15 @@ def _resident_actors(client, addresses):
         futs = [client.submit(_Resident, actor=True, workers=[a], allow_other_workers=False, pure=False)
                 for a in missing]
         for a, f in zip(missing, futs):
-            actors[a] = f.result()
-    return [actors[a] for a in addresses]
+            try:
+                actors[a] = f.result(timeout=ACTOR_START_TIMEOUT)
+            except Exception:  # noqa: BLE001 - the worker left while its actor was being placed
+                f.cancel()
+    ready = [a for a in addresses if a in actors]
+    if not ready:
+        raise PbsensError(f"'client': no dask worker of {addresses} took a resident actor within "
+                          f"{ACTOR_START_TIMEOUT} s")
+    return ready, [actors[a] for a in ready]
 
 
 def _drop_actor(client, address):
@@ -239,7 +250,7 @@ async def _resident_async(actors, fn, context, chunks, in_flight, poll):
 
 def _resident_run(client, fn, context, chunks, addresses, poll=None, in_flight=2):
     """Results per chunk on dask through :class:`_Resident` actors (see :func:`map_tasks`)."""
-    actors = _resident_actors(client, addresses)
+    addresses, actors = _resident_actors(client, addresses)
     results, alive = client.sync(_resident_async, actors, fn, context, chunks, in_flight, poll)
     for k, a in enumerate(addresses):
         if k not in alive:
