@@ -52,8 +52,14 @@ def main(argv=None):
     ap.add_argument("--cost", type=int, default=0, metavar="N",
                     help="with --checkpoints: also time one posterior evaluation (llh, gradient, FIM) of each method "
                          "at N draws from the checkpoints, methods interleaved, medians")
+    ap.add_argument("--step-cost", type=int, default=0, metavar="N",
+                    help="only time SMMALA steps: N steps per method (interleaved blocks), CPU and wall ms per "
+                         "step, broken down by layer (kernels, Problem.evaluate, posterior, transform, sampler)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.step_cost:
+        step_cost(args.problem, args.methods, args.step_cost)
+        return
     if args.checkpoints:
         X = analyse_checkpoints(args.checkpoints, args.burn_in or 0, args.problem)
         if args.cost and X is not None:
@@ -134,6 +140,96 @@ def analyse_checkpoints(folder, burn_in, problem_path):
           f"{df['ess_bulk'].min():.0f}, min tail ESS {df['ess_tail'].min():.0f}")
     print(df.to_string())
     return X
+
+
+def step_cost(problem_path, methods, n, blocks=5):
+    """Milliseconds per SMMALA step on ``problem_path`` per method, by layer.
+
+    The chain is the one :func:`pbsens.sample` runs (the problem's posterior in the
+    unbounded coordinates, ``fisher+cov`` metric not needed here: ``fisher``, a fixed
+    step size, no burn-in). ``blocks`` blocks of ``n / blocks`` steps per method,
+    methods interleaved; medians over blocks of CPU (``time.process_time``) and wall
+    ms per step. Then, at the chain's states, medians of: ``Problem.evaluate``,
+    the problem's log-posterior (priors added), the unbounded posterior (transform
+    added), so that ``step - unbounded`` is the sampler's own cost per step; and
+    the numba kernels' share (state solver and sensitivity march, timed by wrapping
+    them) of ``Problem.evaluate``.
+    """
+    import time
+
+    import pbsens.petab as pp
+    from pbsens.inference.chains import support
+    from pbsens.inference.smmala import smmala
+    from pbsens.inference.transform import UnboundedPosterior
+    pr = pp.load(problem_path)
+    lo, hi = support(pr.priors)
+    posts = {m: UnboundedPosterior(pr.log_posterior(method=m), lo, hi, ridge=0.1) for m in methods}
+    z0 = posts[methods[0]].transform.to_unbounded(pr.x_nominal, margin=1e-6)
+    for m in methods:
+        posts[m].evaluate(z0)                       # compile / warm up
+    per = max(1, n // blocks)
+    step = {m: [] for m in methods}
+    states = {m: [] for m in methods}
+    z = {m: z0.copy() for m in methods}
+    for b in range(blocks):
+        for m in methods:
+            rng = np.random.default_rng(100 * b + len(m))
+            t, c = time.perf_counter(), time.process_time()
+            res = smmala(posts[m], z[m], per, burn_in=0, step_size=0.5, seed=rng, progress=False)
+            step[m].append(((time.process_time() - c) / per, (time.perf_counter() - t) / per))
+            z[m] = res.chain[-1]
+            states[m] += list(res.chain[:: max(1, per // 10)])
+    # the kernels' share: wrap the state solver, the sensitivity march and the forward-sensitivity
+    # solver (module attributes the problem code calls through) with CPU timers
+    import pbsens.kernels.march as km
+    import pbsens.kernels.rosenbrock as kr
+    spent = [0.0]
+
+    def timed(fn):
+        def w(*a, **k):
+            c = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[0] += time.process_time() - c
+        return w
+    print(f"{pr}: SMMALA step cost, {blocks} blocks x {per} steps per method, medians [ms]; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'method':6s} {'step CPU':>9s} {'step wall':>9s} {'unbounded':>9s} {'posterior':>9s} "
+          f"{'evaluate':>9s} {'kernels':>8s}  sampler = step - unbounded, python = evaluate - kernels")
+    out = {}
+    for m in methods:
+        xs = states[m]
+        cost = {}
+        for name, f in (("unbounded", posts[m].evaluate),
+                        ("posterior", lambda zz, m=m: posts[m].posterior.evaluate(posts[m].transform.to_bounded(zz))),
+                        ("evaluate", lambda zz, m=m: pr.evaluate(posts[m].transform.to_bounded(zz), method=m))):
+            ts = []
+            for x in xs:
+                c = time.process_time()
+                f(x + 1e-12)
+                ts.append(time.process_time() - c)
+            cost[name] = float(np.median(ts))
+        saved = (km.march, kr.rodas5p_solve, kr.rodas5p_solve_sensitivities)
+        ks = []
+        try:
+            km.march, kr.rodas5p_solve, kr.rodas5p_solve_sensitivities = (timed(f) for f in saved)
+            for x in xs:
+                spent[0] = 0.0
+                pr.evaluate(posts[m].transform.to_bounded(x), method=m)
+                ks.append(spent[0])
+        finally:
+            km.march, kr.rodas5p_solve, kr.rodas5p_solve_sensitivities = saved
+        cost["kernels"] = float(np.median(ks))
+        sc = float(np.median([v[0] for v in step[m]]))
+        sw = float(np.median([v[1] for v in step[m]]))
+        out[m] = sc
+        print(f"{m:6s} {1e3 * sc:9.2f} {1e3 * sw:9.2f} {1e3 * cost['unbounded']:9.2f} {1e3 * cost['posterior']:9.2f} "
+              f"{1e3 * cost['evaluate']:9.2f} {1e3 * cost['kernels']:8.2f}  sampler {1e3 * (sc - cost['unbounded']):.2f}, "
+              f"python {1e3 * (cost['evaluate'] - cost['kernels']):.2f}")
+    if "fs" in out:
+        print("step CPU ratio fs / method: " + ", ".join(f"{m} {out['fs'] / v:.2f}x" for m, v in out.items()
+                                                          if m != "fs"))
 
 
 def evaluation_cost(problem_path, draws, n, methods):

@@ -9,7 +9,9 @@ tiny evaluations are not dominated by scheduling), on
 * **dask.distributed** when ``client`` is given: a ``distributed.Client``, a
   scheduler address (``"tcp://host:8786"``), or ``"local"`` to start a
   ``LocalCluster`` with ``n_workers`` single-threaded worker processes for the
-  call.
+  call (:func:`local_cluster`). Chunks go as dask tasks or, for batches on
+  single-threaded workers, as direct calls to one actor kept on each worker
+  (``dispatch``; :mod:`pbsens.dask_backend`).
 
 Workers do not receive compiled models: they receive a *recipe* (a PEtab YAML
 path, an SBtab folder, a :class:`~pbsens.ModelSpec`) and build the model from
@@ -39,7 +41,7 @@ import numpy as np
 from .errors import PbsensError
 
 __all__ = ["map_tasks", "TaskFailure", "BatchError", "evaluate_many", "sensitivities_many",
-           "problem_recipe", "model_recipe", "shutdown"]
+           "problem_recipe", "model_recipe", "shutdown", "local_cluster"]
 
 
 @dataclass
@@ -273,93 +275,11 @@ def shutdown():
 atexit.register(shutdown)
 
 
-# ------------------------------------------------------------------ dask
-def _resolve_client(client, n_workers):
-    """``(client, close)``: a dask Client from a Client, an address or ``"local"``."""
-    try:
-        import distributed
-    except ImportError:
-        raise PbsensError("'client' needs dask.distributed: pip install distributed") from None
-    if isinstance(client, distributed.Client):
-        return client, (lambda: None)
-    if isinstance(client, str):
-        if client == "local":
-            cluster = distributed.LocalCluster(n_workers=n_workers or 2, threads_per_worker=1, processes=True,
-                                               dashboard_address=None)
-            c = distributed.Client(cluster)
-
-            def close():
-                import logging
-                nanny = logging.getLogger("distributed.nanny")
-                level = nanny.level
-                nanny.setLevel(logging.ERROR)   # "still alive after 4 s, killing" on a busy machine
-                try:
-                    c.close()
-                    cluster.close()
-                finally:
-                    nanny.setLevel(level)
-            return c, close
-        try:
-            c = distributed.Client(client, timeout=30)
-        except (OSError, TimeoutError) as exc:
-            raise PbsensError(f"'client': cannot connect to the dask scheduler at {client!r}: {exc}") from None
-        return c, c.close
-    raise PbsensError(f"'client' must be a distributed.Client, a scheduler address or 'local', got {client!r}")
-
-
-def _dask_workers(client):
-    """Worker threads of a dask cluster (at least 1)."""
-    try:
-        info = client.scheduler_info()
-        return max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
-    except Exception:  # noqa: BLE001 - an unanswered query only changes the chunking
-        return 1
-
-
-def _dask_run(client, fn, context, chunks, poll=None):
-    """Results per chunk on dask: one task per chunk, all submitted at once, one gather.
-
-    ``context`` goes to the cluster once (``scatter``, broadcast to every worker) and the
-    tasks refer to it, rather than pickling it into every task; results come back in a
-    single ``gather`` (one round trip) instead of one ``result()`` call per future.
-    """
-    import distributed
-    ctx = client.scatter(context, broadcast=True, hash=False) if _worth_scattering(context) else context
-    futs = client.map(_run_chunk, [fn] * len(chunks), [ctx] * len(chunks), chunks, pure=False)
-    if poll is not None:
-        timeouts = (TimeoutError, getattr(distributed, "TimeoutError", TimeoutError))
-        pending = list(futs)
-        while pending:
-            try:
-                distributed.wait(pending, timeout=0.2)
-            except timeouts:
-                pass
-            pending = [f for f in pending if f.status not in ("finished", "error", "cancelled", "lost")]
-            poll()
-    res = client.gather(futs, errors="skip")
-    done = {f.key for f in futs if f.status == "finished"}
-    out = []
-    it = iter(res)
-    for f in futs:
-        if f.key in done:
-            out.append(next(it))
-            continue
-        try:
-            exc = f.exception()
-            msg = f"{type(exc).__name__}: {exc}"
-        except Exception as e:  # noqa: BLE001 - cancelled/lost futures
-            msg = f"{type(e).__name__}: {e}"
-        out.append(("died", msg))
-    return out
-
-
-def _worth_scattering(context):
-    """Scatter a context only when it is large (a small one costs less inline than a round trip)."""
-    import pickle
-    try:
-        return len(pickle.dumps(context, protocol=pickle.HIGHEST_PROTOCOL)) > 100_000
-    except Exception:  # noqa: BLE001 - unpicklable here: let dask report it
-        return False
+def local_cluster(n_workers=2, *, quiet=True, **kwargs):
+    """A dask ``LocalCluster`` of single-threaded worker processes with dask's periodic
+    work turned down (:func:`pbsens.dask_backend.local_cluster`)."""
+    from .dask_backend import local_cluster as make
+    return make(n_workers, quiet=quiet, **kwargs)
 
 
 # ------------------------------------------------------------------ the map
@@ -371,8 +291,11 @@ def _check_workers(n_workers):
     return int(n_workers)
 
 
+_DISPATCH = ("auto", "tasks", "resident")
+
+
 def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=None, poll=None,
-              processes=None):
+              processes=None, dispatch="tasks"):
     """``[fn(context, item) for item in items]`` on workers, in input order.
 
     Parameters
@@ -394,6 +317,16 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
         ``ceil(len(items) / (2 threads))`` on dask (its worker threads, from the scheduler).
     poll : callable, optional
         Called about every 0.2 s while waiting (progress display).
+    dispatch : {"tasks", "resident", "auto"}
+        How chunks reach dask workers (ignored without ``client``). ``"tasks"``: one
+        dask task per chunk (scheduled, load-balanced and retried by dask; right for
+        long tasks such as chains). ``"resident"``: one actor per worker, kept between
+        calls, each chunk one direct call to it (no task graph: a few ms per batch
+        instead of tens; chunks go to whichever worker is free; one thread per worker,
+        so meant for single-threaded workers). ``"auto"``: ``"resident"`` when every
+        worker has one thread and ``context`` is small, else ``"tasks"``. Default
+        chunking for ``"resident"``: one chunk per worker (the fewest calls; give
+        ``chunk_size`` to balance items of uneven cost over the workers).
 
     Returns
     -------
@@ -407,19 +340,44 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
         raise PbsensError(f"'chunk_size' must be a positive integer, got {chunk_size!r}")
+    if dispatch not in _DISPATCH:
+        raise PbsensError(f"'dispatch' must be one of {_DISPATCH}, got {dispatch!r}")
     c = close = None
+    resident = None
     if client is not None:
+        from .dask_backend import _dask_run, _dask_worker_threads, _dask_workers, _resident_run, \
+            _resolve_client, _worth_scattering
         c, close = _resolve_client(client, n_workers)
-        n = _dask_workers(c)
+        if dispatch == "tasks":
+            n = _dask_workers(c)
+        else:
+            try:
+                threads = _dask_worker_threads(c)
+            except BaseException:
+                close()
+                raise
+            n = max(1, sum(threads.values()))
+            if dispatch == "resident" or (threads and all(t == 1 for t in threads.values())
+                                          and not _worth_scattering(context)):
+                resident = sorted(threads)
+                n = max(1, len(resident))
     if chunk_size is None:
         # local processes: 4 chunks per worker (a slow chunk is balanced by the others);
-        # dask: 2 per worker thread, as each task costs milliseconds of scheduling
-        chunk_size = max(1, math.ceil(len(items) / ((2 if c is not None else 4) * n)))
+        # dask tasks: 2 per worker thread, as each task costs milliseconds of scheduling;
+        # resident dask actors: 1 per worker (each call costs CPU on the client and the
+        # worker that, on a machine as small as the cluster, the evaluations lose)
+        per = 4 if c is None else (2 if resident is None else 1)
+        chunk_size = max(1, math.ceil(len(items) / (per * n)))
     starts = list(range(0, len(items), int(chunk_size)))
     chunks = [items[s:s + chunk_size] for s in starts]
     if c is not None:
         try:
-            raw = _dask_run(c, fn, context, chunks, poll)
+            if resident is not None:
+                if not resident:
+                    raise PbsensError("'client': the dask cluster has no workers")
+                raw = _resident_run(c, fn, context, chunks, resident, poll)
+            else:
+                raw = _dask_run(c, fn, context, chunks, poll)
         finally:
             close()
     elif n == 1 and not processes:
@@ -512,7 +470,7 @@ def _evaluate_item(context, theta):
 
 
 def evaluate_many(problem, thetas, *, client=None, n_workers=None, chunk_size=None, errors="raise",
-                  **options):
+                  dispatch="auto", **options):
     """:meth:`Problem.evaluate <pbsens.problems.Problem.evaluate>` for each row of ``thetas``.
 
     Parameters
@@ -523,6 +481,10 @@ def evaluate_many(problem, thetas, *, client=None, n_workers=None, chunk_size=No
         Parameter vectors on the parameter scale.
     client, n_workers, chunk_size
         See :func:`map_tasks`.
+    dispatch : {"auto", "tasks", "resident"}
+        How chunks reach dask workers, see :func:`map_tasks` (``"auto"``: resident
+        actors on single-threaded workers, where a batch costs a few ms of dask
+        instead of tens).
     errors : {"raise", "keep"}
         ``"raise"``: a failed evaluation raises :class:`BatchError` (``.results`` keeps
         the others); ``"keep"``: a :class:`TaskFailure` (with its ``theta``) takes its
@@ -543,7 +505,7 @@ def evaluate_many(problem, thetas, *, client=None, n_workers=None, chunk_size=No
     if client is None and n_workers == 1:   # in this process: no reload needed
         return _map_here(lambda t: problem.evaluate(t, **options), th, errors, "evaluations")
     res = map_tasks(_evaluate_item, (problem_recipe(problem), options), list(th), client=client,
-                    n_workers=n_workers, chunk_size=chunk_size)
+                    n_workers=n_workers, chunk_size=chunk_size, dispatch=dispatch)
     return _finish(res, errors, "evaluations")
 
 
@@ -566,12 +528,13 @@ def _sensitivities_item(context, p):
     return sensitivities(worker_model(recipe), p=p, **kwargs)
 
 
-def sensitivities_many(model, ps, *, client=None, n_workers=None, chunk_size=None, errors="raise", **kwargs):
+def sensitivities_many(model, ps, *, client=None, n_workers=None, chunk_size=None, errors="raise",
+                       dispatch="auto", **kwargs):
     """:func:`pbsens.sensitivities` for each row of ``ps`` (parameter vectors), in input order.
 
     ``kwargs`` are :func:`~pbsens.sensitivities`'s (``t_span`` is required,
     ``t_eval``, ``method``, ``x0``, tolerances...). ``client``, ``n_workers``,
-    ``chunk_size`` and ``errors`` as in :func:`evaluate_many`.
+    ``chunk_size``, ``errors`` and ``dispatch`` as in :func:`evaluate_many`.
 
     Returns
     -------
@@ -588,5 +551,5 @@ def sensitivities_many(model, ps, *, client=None, n_workers=None, chunk_size=Non
         from .sensitivities import sensitivities
         return _map_here(lambda p: sensitivities(model, p=p, **kwargs), P, errors, "sensitivity solves")
     res = map_tasks(_sensitivities_item, (model_recipe(model), kwargs), list(P), client=client,
-                    n_workers=n_workers, chunk_size=chunk_size)
+                    n_workers=n_workers, chunk_size=chunk_size, dispatch=dispatch)
     return _finish(res, errors, "sensitivity solves")

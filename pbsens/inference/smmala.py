@@ -143,7 +143,7 @@ def _chol(G, max_tries=8):
     deterministic function of ``G``, so the proposal stays a valid MH proposal.
     """
     G = 0.5 * (G + G.T)
-    if not np.all(np.isfinite(G)):
+    if not np.isfinite(G).all():
         return None, True
     try:
         return np.linalg.cholesky(G), False
@@ -199,7 +199,7 @@ class _State:
         self.L = L
         self.grad = grad
         self.G = G
-        self.v = cho_solve((L, True), grad)
+        self.v = cho_solve((L, True), grad, check_finite=False)   # L, grad: finite (_evaluate, _chol)
         self.half_logdet = float(np.sum(np.log(np.diag(L))))  # log det(G)^(1/2)
 
 
@@ -224,7 +224,7 @@ def _evaluate(posterior, theta, strict=False):
     lp = float(lp)
     g = np.asarray(g, dtype=np.float64).reshape(-1)
     G = np.asarray(G, dtype=np.float64)
-    if not (math.isfinite(lp) and np.all(np.isfinite(g)) and np.all(np.isfinite(G))):
+    if not (math.isfinite(lp) and np.isfinite(g).all() and np.isfinite(G).all()):
         return None
     return lp, g, G
 
@@ -428,7 +428,8 @@ def smmala(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, a
             z = rng.standard_normal(d)
             log_u = math.log(rng.uniform())
             # theta* = mu + eps L^-T z, so that cov = eps^2 (L L^T)^-1 = eps^2 G^-1
-            prop = cur.theta + 0.5 * eps * eps * cur.v + eps * solve_triangular(cur.L, z, lower=True, trans="T")
+            prop = cur.theta + 0.5 * eps * eps * cur.v + eps * solve_triangular(cur.L, z, lower=True, trans="T",
+                                                                                 check_finite=False)
             alpha = 0.0
             ev = _evaluate(posterior, prop)
             if ev is None:

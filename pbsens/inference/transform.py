@@ -117,6 +117,24 @@ class BoundedTransform:
         curv = np.where(b, 2.0 * np.exp(ls + l1s), 0.0)
         return logj, grad, curv
 
+    def pieces(self, z):
+        """``(to_bounded(z), log_jacobian(z), jacobian_diag(z))`` from one pass over ``z``
+        (a sampler needs all three at every step)."""
+        z = self._check(z, "z")
+        ls, l1s = _log_sigmoid(z), _log_sigmoid(-z)
+        s = np.exp(ls)
+        b, h = self.bounded, self.half
+        with np.errstate(over="ignore"):
+            ez = np.exp(np.where(h, z, 0.0))
+        th = np.clip(np.where(b, self.lower0 + self.width * s, np.where(h, self.anchor + self.sign * ez, z)),
+                     self.lower, self.upper)
+        sw = np.exp(ls + l1s)                                 # s (1 - s)
+        logj = float(np.sum(np.where(b, np.log(self.width) + ls + l1s, np.where(h, z, 0.0))))
+        grad = np.where(b, 1.0 - 2.0 * s, np.where(h, 1.0, 0.0))
+        curv = np.where(b, 2.0 * sw, 0.0)
+        J = np.where(b, self.width * sw, np.where(h, self.sign * ez, 1.0))
+        return th, (logj, grad, curv), J
+
     def jacobian_diag(self, z):
         """``dtheta_i / dz_i`` (``w s (1 - s)``, or 1 for an unbounded parameter)."""
         z = self._check(z, "z")
@@ -166,15 +184,13 @@ class UnboundedPosterior:
 
     def evaluate(self, z):
         """``(log pi_z(z), grad_z, G_z)``; ``log pi_z = log pi(theta(z)) + log J(z)``."""
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
-        th = self.transform.to_bounded(z)
+        th, (logj, dlogj, curv), J = self.transform.pieces(z)
         lp, g, G = self.posterior.evaluate(th)
-        logj, dlogj, curv = self.transform.log_jacobian(z)
-        J = self.transform.jacobian_diag(z)
         g = np.asarray(g, dtype=np.float64).reshape(-1)
         G = np.asarray(G, dtype=np.float64)
         gz = J * g + dlogj
-        Gz = (J[:, None] * G) * J[None, :] + np.diag(curv + self.ridge)
+        Gz = (J[:, None] * G) * J[None, :]
+        Gz.flat[::Gz.shape[0] + 1] += curv + self.ridge        # the diagonal, in place
         return float(lp) + logj, gz, Gz
 
     def log_posterior_theta(self, z_logp, z):

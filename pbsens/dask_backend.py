@@ -1,0 +1,269 @@
+"""The dask.distributed backend of :func:`pbsens.parallel.map_tasks`.
+
+Two ways to run chunks on a dask cluster:
+
+* **tasks** (``dispatch="tasks"``): one dask task per chunk, all submitted with one
+  ``client.map`` and fetched with one ``gather``; dask schedules, balances and
+  reports them. Each batch costs dask's task round trip (client to scheduler to
+  worker, the worker's state messages back, then a ``gather`` round trip): 25-40 ms
+  measured on 2 shared cores for an empty batch, whatever the work.
+* **resident** (``dispatch="resident"``): one :class:`_Resident` actor per worker,
+  created on the first call and kept for the client's lifetime; each chunk is one
+  direct call to an actor (one request and its reply; through the scheduler's proxy
+  unless the client was made with ``direct_to_workers=True``), with the result in
+  the reply. No task enters the scheduler's graph. Chunks go to whichever actor is
+  free, two calls queued per actor so that it never waits for a message; by default
+  a batch is one chunk per worker (one call each), since on a machine no larger than
+  the cluster every call's CPU (client, scheduler, the worker's event loop) is taken
+  from the evaluations: measured on 2 shared cores, an empty batch of 8 chunks cost
+  about 50 ms of CPU, as much as dask tasks.
+
+Both keep the problems and models that chunks build in the worker (the per-process,
+per-thread cache of :mod:`pbsens.parallel`).
+"""
+from __future__ import annotations
+
+import threading
+
+from .errors import PbsensError
+from .parallel import _run_chunk
+
+# dask's periodic work, idle, on 2 shared cores (LocalCluster, 2 single-threaded worker
+# processes, CPU ms per second): defaults 54 in the client process (scheduler, nannies)
+# + 43 per worker (statistical profiler every 10 ms, event-loop tick every 20 ms, memory
+# monitor every 100 ms, system monitor); with these settings 12 + 6 per worker. A
+# worker's CPU taken by them is taken from the evaluations.
+QUIET_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "200ms",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.admin.system-monitor.gil.enabled": False,
+}
+
+
+def local_cluster(n_workers=2, *, quiet=True, **kwargs):
+    """A ``distributed.LocalCluster`` of ``n_workers`` single-threaded worker processes.
+
+    ``quiet=True`` starts it with :data:`QUIET_CONFIG` (no statistical profiler, slower
+    event-loop ticks and monitors), which leaves the workers' CPU to the work; the
+    dashboard is off unless ``dashboard_address`` is given. Other keywords go to
+    ``LocalCluster``. Use it with ``distributed.Client(cluster, direct_to_workers=True)``.
+    """
+    try:
+        import dask
+        import distributed
+    except ImportError:
+        raise PbsensError("local_cluster needs dask.distributed: pip install distributed") from None
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+        raise PbsensError(f"'n_workers' must be a positive integer, got {n_workers!r}")
+    kw = dict(threads_per_worker=1, processes=True, dashboard_address=None)
+    kw.update(kwargs)
+    with dask.config.set(QUIET_CONFIG if quiet else {}):
+        return distributed.LocalCluster(n_workers=n_workers, **kw)
+
+
+def _resolve_client(client, n_workers):
+    """``(client, close)``: a dask Client from a Client, an address or ``"local"``."""
+    try:
+        import distributed
+    except ImportError:
+        raise PbsensError("'client' needs dask.distributed: pip install distributed") from None
+    if isinstance(client, distributed.Client):
+        return client, (lambda: None)
+    if isinstance(client, str):
+        if client == "local":
+            cluster = local_cluster(n_workers or 2)
+            c = distributed.Client(cluster, direct_to_workers=True)   # resident calls skip the scheduler
+
+            def close():
+                import logging
+                nanny = logging.getLogger("distributed.nanny")
+                level = nanny.level
+                nanny.setLevel(logging.ERROR)   # "still alive after 4 s, killing" on a busy machine
+                try:
+                    with _RESIDENT_LOCK:
+                        _RESIDENT.pop(c.id, None)
+                    c.close()
+                    cluster.close()
+                finally:
+                    nanny.setLevel(level)
+            return c, close
+        try:
+            c = distributed.Client(client, timeout=30)
+        except (OSError, TimeoutError) as exc:
+            raise PbsensError(f"'client': cannot connect to the dask scheduler at {client!r}: {exc}") from None
+        return c, c.close
+    raise PbsensError(f"'client' must be a distributed.Client, a scheduler address or 'local', got {client!r}")
+
+
+def _dask_workers(client):
+    """Worker threads of a dask cluster (at least 1)."""
+    try:
+        info = client.scheduler_info()
+        return max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
+    except Exception:  # noqa: BLE001 - an unanswered query only changes the chunking
+        return 1
+
+
+def _dask_run(client, fn, context, chunks, poll=None):
+    """Results per chunk on dask: one task per chunk, all submitted at once, one gather.
+
+    ``context`` goes to the cluster once (``scatter``, broadcast to every worker) and the
+    tasks refer to it, rather than pickling it into every task; results come back in a
+    single ``gather`` (one round trip) instead of one ``result()`` call per future.
+    """
+    import distributed
+    ctx = client.scatter(context, broadcast=True, hash=False) if _worth_scattering(context) else context
+    futs = client.map(_run_chunk, [fn] * len(chunks), [ctx] * len(chunks), chunks, pure=False)
+    if poll is not None:
+        timeouts = (TimeoutError, getattr(distributed, "TimeoutError", TimeoutError))
+        pending = list(futs)
+        while pending:
+            try:
+                distributed.wait(pending, timeout=0.2)
+            except timeouts:
+                pass
+            pending = [f for f in pending if f.status not in ("finished", "error", "cancelled", "lost")]
+            poll()
+    res = client.gather(futs, errors="skip")
+    done = {f.key for f in futs if f.status == "finished"}
+    out = []
+    it = iter(res)
+    for f in futs:
+        if f.key in done:
+            out.append(next(it))
+            continue
+        try:
+            exc = f.exception()
+            msg = f"{type(exc).__name__}: {exc}"
+        except Exception as e:  # noqa: BLE001 - cancelled/lost futures
+            msg = f"{type(e).__name__}: {e}"
+        out.append(("died", msg))
+    return out
+
+
+# ---- resident dispatch: one dask Actor per worker, called directly (no task graph)
+_RESIDENT = {}          # client id -> (client, {worker address: actor})
+_RESIDENT_LOCK = threading.Lock()
+
+
+class _Resident:
+    """A dask Actor living on one worker: runs chunks in that worker's actor thread.
+
+    Calls to an actor go from the client to its worker (or through the scheduler's
+    proxy when the client is not ``direct_to_workers``) as one RPC each: no task is
+    added to the scheduler's graph, no worker-to-scheduler state messages, no second
+    round trip to fetch the result. The problems and models that chunks build stay in
+    this worker's cache (:func:`worker_problem`), keyed by the actor thread, which
+    lives as long as the worker.
+    """
+
+    def run(self, fn, context, chunks):
+        return [_run_chunk(fn, context, items) for items in chunks]
+
+
+def _dask_worker_threads(client):
+    """``{address: nthreads}`` of the cluster's workers."""
+    info = client.scheduler_info()
+    return {a: int(w.get("nthreads", 1)) for a, w in info.get("workers", {}).items()}
+
+
+ACTOR_START_TIMEOUT = 120   # seconds for a worker to take its actor (it may be busy with a task)
+
+
+def _resident_actors(client, addresses):
+    """``(addresses, actors)``: one :class:`_Resident` actor per worker address, created on
+    first use and kept (per client) until its worker leaves the cluster or fails a call; a
+    worker that does not take its actor in time is left out of this call."""
+    with _RESIDENT_LOCK:
+        for cid in [k for k, v in _RESIDENT.items() if v[0].status not in ("running", "connecting", "newly-created")]:
+            del _RESIDENT[cid]      # closed clients
+        actors = _RESIDENT.setdefault(client.id, (client, {}))[1]
+        for a in [a for a in actors if a not in addresses]:
+            del actors[a]           # workers gone (a restarted worker has a new address)
+    missing = [a for a in addresses if a not in actors]
+    if missing:
+        futs = [client.submit(_Resident, actor=True, workers=[a], allow_other_workers=False, pure=False)
+                for a in missing]
+        for a, f in zip(missing, futs):
+            try:
+                actors[a] = f.result(timeout=ACTOR_START_TIMEOUT)
+            except Exception:  # noqa: BLE001 - the worker left while its actor was being placed
+                f.cancel()
+    ready = [a for a in addresses if a in actors]
+    if not ready:
+        raise PbsensError(f"'client': no dask worker of {addresses} took a resident actor within "
+                          f"{ACTOR_START_TIMEOUT} s")
+    return ready, [actors[a] for a in ready]
+
+
+def _drop_actor(client, address):
+    with _RESIDENT_LOCK:
+        entry = _RESIDENT.get(client.id)
+        if entry is not None:
+            entry[1].pop(address, None)
+
+
+async def _resident_async(actors, fn, context, chunks, in_flight, poll):
+    """Chunks to actors as they free up (``in_flight`` calls queued per actor, so an actor
+    never waits for the next message); results per chunk, ``("died", why)`` for the
+    chunks of an actor whose worker could not be reached or died."""
+    import asyncio
+    results = [None] * len(chunks)
+    todo = list(range(len(chunks)))[::-1]
+    running = {}                       # asyncio future -> (actor index, [chunk numbers])
+    alive = set(range(len(actors)))
+
+    def start(k):
+        group = [todo.pop()]
+        fut = asyncio.ensure_future(actors[k].run(fn, context, [chunks[c] for c in group]))
+        running[fut] = (k, group)
+
+    for _ in range(in_flight):
+        for k in range(len(actors)):
+            if todo:
+                start(k)
+    while running:
+        done, _ = await asyncio.wait(list(running), timeout=0.2 if poll is not None else None,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if poll is not None:
+            poll()
+        for fut in done:
+            k, group = running.pop(fut)
+            try:
+                res = fut.result()
+            except Exception as exc:  # noqa: BLE001 - the worker died or is unreachable
+                alive.discard(k)
+                for c in group:
+                    results[c] = ("died", f"{type(exc).__name__}: {exc}")
+                continue
+            for c, r in zip(group, res):
+                results[c] = r
+            if todo and k in alive:
+                start(k)
+        if todo and not running:       # every actor failed: the rest cannot run
+            while todo:
+                results[todo.pop()] = ("died", "no dask worker left to run this chunk")
+    return results, alive
+
+
+def _resident_run(client, fn, context, chunks, addresses, poll=None, in_flight=2):
+    """Results per chunk on dask through :class:`_Resident` actors (see :func:`map_tasks`)."""
+    addresses, actors = _resident_actors(client, addresses)
+    results, alive = client.sync(_resident_async, actors, fn, context, chunks, in_flight, poll)
+    for k, a in enumerate(addresses):
+        if k not in alive:
+            _drop_actor(client, a)
+    return results
+
+
+def _worth_scattering(context):
+    """Scatter a context only when it is large (a small one costs less inline than a round trip)."""
+    import pickle
+    try:
+        return len(pickle.dumps(context, protocol=pickle.HIGHEST_PROTOCOL)) > 100_000
+    except Exception:  # noqa: BLE001 - unpicklable here: let dask report it
+        return False
+
+
