@@ -31,7 +31,18 @@ _H, _SW, _OW = F.HEADER, F.SLOT_WIDTH, F.OP_WIDTH
 
 @njit(cache=True, error_model="numpy", boundscheck=False)
 def _run(c, slot, t, x, p, r):
-    """Execute program ``slot`` of the tape ``c`` into the registers ``r``."""
+    """Execute program ``slot`` of the tape ``c`` into the registers ``r`` (loads ``t``, ``x``,
+    ``p`` and the constant pool first)."""
+    nx, np_ = int(c[2]), int(c[3])
+    r[0] = t
+    for i in range(x.shape[0]):
+        r[1 + i] = x[i]
+    for j in range(np_):
+        r[1 + nx + j] = p[j]
+    cs, nc = int(c[8]), int(c[7])
+    o = 1 + nx + np_
+    for k in range(nc):
+        r[o + k] = c[cs + k]
     h = _H + _SW * slot
     start = int(c[h])
     n = int(c[h + 1])
@@ -44,12 +55,6 @@ def _run(c, slot, t, x, p, r):
             r[d] = r[a] * r[int(c[i + 3])]
         elif op == ADD:
             r[d] = r[a] + r[int(c[i + 3])]
-        elif op == LOADX:
-            r[d] = x[a]
-        elif op == LOADP:
-            r[d] = p[a]
-        elif op == CONST:
-            r[d] = c[i + 3]
         elif op == SUB:
             r[d] = r[a] - r[int(c[i + 3])]
         elif op == DIV:
@@ -71,8 +76,6 @@ def _run(c, slot, t, x, p, r):
             r[d] = math.exp(r[a])
         elif op == LOG:
             r[d] = math.log(r[a])
-        elif op == LOADT:
-            r[d] = t
         elif op == COPY:
             r[d] = r[a]
         elif op == SELECT:

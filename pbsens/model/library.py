@@ -40,7 +40,8 @@ def model_from_spec(spec: ModelSpec, backend=None) -> Model:
     ``"tape"`` (programs run by an interpreter compiled once per machine: no per-model
     compilation, for large models), or ``"auto"``/``None`` (the default): the
     environment variable ``PBSENS_MODEL_BACKEND`` if set, else ``"tape"`` for models
-    with at least :data:`pbsens.model.tape.TAPE_MIN_TEXT` characters of expressions.
+    with at least :data:`pbsens.model.tape.TAPE_MIN_STATES` (40) states or
+    :data:`pbsens.model.tape.TAPE_MIN_TEXT` (20000) characters of expressions.
     """
     from .tape import choose_backend
     common = dict(output_names=spec.output_names, spec=spec, title=spec.title, meta=spec.meta)

@@ -26,13 +26,16 @@ from .cache import CacheWarning, cache_dir
 from .spec import ModelSpec
 
 __all__ = ["TAPE_VERSION", "tape_key", "load_tape", "tape_functions", "tape_patterns", "BACKENDS",
-           "choose_backend", "TAPE_MIN_TEXT"]
+           "choose_backend", "TAPE_MIN_TEXT", "TAPE_MIN_STATES"]
 
 #: Bump when the emitted tape changes meaning (also see tape_format.FORMAT_VERSION).
 TAPE_VERSION = "1"
-#: Models whose expression text (right-hand sides, definitions, outputs) is at least this
-#: many characters use the tape backend under ``backend="auto"``.
+#: Under ``backend="auto"`` models with at least this many characters of expression text
+#: (right-hand sides, definitions, outputs) or at least :data:`TAPE_MIN_STATES` states use
+#: the tape: numba compiles generated code at about a millisecond per statement (a 50-species
+#: mass-action network: ~55 s of CPU), the tape costs no compilation.
 TAPE_MIN_TEXT = 20_000
+TAPE_MIN_STATES = 40
 BACKENDS = ("auto", "numba", "tape")
 
 _lock = threading.Lock()
@@ -50,7 +53,8 @@ def choose_backend(spec: ModelSpec, backend=None) -> str:
         raise ModelError(f"{where} must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
     if backend != "auto":
         return backend
-    return "tape" if expression_size(spec) >= TAPE_MIN_TEXT else "numba"
+    large = len(spec.states) >= TAPE_MIN_STATES or expression_size(spec) >= TAPE_MIN_TEXT
+    return "tape" if large else "numba"
 
 
 def expression_size(spec: ModelSpec) -> int:

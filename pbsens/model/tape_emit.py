@@ -182,26 +182,41 @@ class _Emitter:
         return self._op(F.POW, rb, float(self.emit(x)))
 
 
-def _cut(ops, outs):
+def _fixed_registers(ops, nx, np_):
+    """``{ssa id: register}`` of the loads and constants (registers filled before a program runs)."""
+    fixed, pool = {}, []
+    for k, (o, d, a, b) in enumerate(ops):
+        if o == F.LOADT:
+            fixed[k] = 0
+        elif o == F.LOADX:
+            fixed[k] = 1 + a
+        elif o == F.LOADP:
+            fixed[k] = 1 + nx + a
+        elif o == F.CONST:
+            fixed[k] = 1 + nx + np_ + len(pool)
+            pool.append(b)
+    return fixed, np.array(pool, dtype=np.float64)
+
+
+def _cut(ops, outs, fixed, n_fixed):
     """Dead-code elimination and register allocation of one slot.
 
     ``ops`` is the whole single-assignment program (list of (op, dst, a, b)), ``outs``
-    the registers the slot returns. Returns ``(program rows, output registers, n_registers)``.
+    the registers the slot returns, ``fixed`` the loads' and constants' registers.
+    Returns ``(program rows, output registers, n_registers)``.
     """
     n = len(ops)
     reads_b = F.BINARY | {F.SELECT}
-    no_a = {F.CONST, F.LOADT, F.LOADX, F.LOADP}
     live = bytearray(n)
     for r in outs:
         live[r] = 1
     keep = []
     for k in range(n - 1, -1, -1):
         o, d, a, b = ops[k]
-        if live[d]:
+        if live[d] and k not in fixed:
             live[k] = 1
             keep.append(k)
-            if o not in no_a:
-                live[a] = 1
+            live[a] = 1
             if o in reads_b:
                 live[int(b)] = 1
     keep.reverse()
@@ -209,8 +224,7 @@ def _cut(ops, outs):
     last = {}
     for pos, k in enumerate(keep):
         o, d, a, b = ops[k]
-        if o not in no_a:
-            last[a] = pos
+        last[a] = pos
         if o in reads_b:
             last[int(b)] = pos
         if d != k:          # SELECT reads its own destination
@@ -218,13 +232,13 @@ def _cut(ops, outs):
     end = len(keep)
     for r in outs:
         last[r] = end
-    phys = {}
-    free, n_reg = [], 0
+    phys = dict(fixed)
+    free, n_reg = [], n_fixed
     rows = []
     frees_at = {}
     for pos, k in enumerate(keep):
         o, d, a, b = ops[k]
-        pa = phys[a] if o not in no_a else a
+        pa = phys[a]
         pb = float(phys[int(b)]) if o in reads_b else b
         fr = frees_at.pop(pos, None)
         if fr:
@@ -288,10 +302,12 @@ def _emit_tape(spec, cm):
     }
     targets[F.JXP] = targets[F.JX] + targets[F.JP]
     ops = em.ops
-    progs, blocks, n_reg = [], [], 0
+    fixed, pool = _fixed_registers(ops, nx, np_)
+    n_fixed = 1 + nx + np_ + pool.size
+    progs, blocks, n_reg = [], [], n_fixed
     for s in range(F.N_SLOTS):
         outs = [r for _, regs in targets[s] for r in regs]
-        prog, out_regs, nr = _cut(ops, outs)
+        prog, out_regs, nr = _cut(ops, outs, fixed, n_fixed)
         n_reg = max(n_reg, nr)
         progs.append(prog)
         bl, pos = [], 0
@@ -301,8 +317,9 @@ def _emit_tape(spec, cm):
             pos += len(regs)
         blocks.append(bl)
     head = np.zeros(F.HEADER + F.SLOT_WIDTH * F.N_SLOTS)
-    head[:7] = [F.MAGIC, F.FORMAT_VERSION, nx, np_, ny, n_reg, F.N_SLOTS]
-    parts, pos = [head], head.size
+    head[:8] = [F.MAGIC, F.FORMAT_VERSION, nx, np_, ny, n_reg, F.N_SLOTS, pool.size]
+    head[8] = head.size
+    parts, pos = [head, pool], head.size + pool.size
     for s in range(F.N_SLOTS):
         h = F.HEADER + F.SLOT_WIDTH * s
         head[h], head[h + 1] = pos, progs[s].shape[0]

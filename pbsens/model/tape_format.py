@@ -11,10 +11,16 @@ This module holds only numbers (opcodes, header layout): no sympy, no numba.
 ``c`` layout (all float64; integers stored exactly)::
 
     c[0] MAGIC   c[1] FORMAT_VERSION   c[2] nx   c[3] np   c[4] ny   c[5] n_registers
-    c[6] n_slots c[7] 0
+    c[6] n_slots c[7] n_consts   c[8] consts_start   c[9] 0
     c[HEADER + SLOT_WIDTH*s : ...] for each program slot s:
         ops_start, n_ops, outs_start, n_outs, outs2_start, n_outs2
     ops:  OP_WIDTH floats per instruction: opcode, dst, a, b
+    consts: the constant pool
+
+Registers: ``r[0] = t``, ``r[1:1+nx] = x``, ``r[1+nx:1+nx+np] = p``, then the constant
+pool, then the temporaries; the interpreter fills the fixed part before running a
+program, so programs have no load instructions (``CONST``/``LOAD*`` exist only in the
+emitter's single-assignment form).
     outs: 2 floats per output entry: flat index into the output array, register
 
 A matrix output's entries are listed row-major (CSR order), structural non-zeros only;
@@ -23,8 +29,8 @@ Jacobians, shared intermediates) has two output blocks: ``A`` then ``B``.
 """
 
 MAGIC = 917_234_551.0
-FORMAT_VERSION = 1.0
-HEADER = 8
+FORMAT_VERSION = 2.0
+HEADER = 10
 SLOT_WIDTH = 6
 OP_WIDTH = 4
 
