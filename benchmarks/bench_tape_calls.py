@@ -2,7 +2,8 @@
 
 Usage (from the repository root)::
 
-    python benchmarks/bench_tape_calls.py [--models PKA,lang] [--calls 2000] [--repeats 5]
+    python benchmarks/bench_tape_calls.py [--models PKA,net50,lang] [--backends numba,tape]
+                                          [--calls 2000] [--repeats 5]
 
 For each model both backends are loaded (``backend="numba"`` compiles the model with
 numba: minutes for Lang on a cold cache) and ``rhs_into``, ``jac_x_into``,
@@ -79,17 +80,22 @@ def per_call(model, calls, repeats):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="PKA,lang")
+    ap.add_argument("--models", default="PKA,net50,lang")
+    ap.add_argument("--backends", default="numba,tape")
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
     for name in args.models.split(","):
-        src = LANG if name == "lang" else name
-        res = {b: per_call(load_model(src, backend=b), args.calls, args.repeats) for b in ("numba", "tape")}
-        for fn in res["numba"]:
-            tn, tt = res["numba"][fn], res["tape"][fn]
-            print(f"{name:8s} {fn:11s} numba {tn * 1e6:9.2f} us   tape {tt * 1e6:9.2f} us   tape/numba {tt / tn:6.2f}",
-                  flush=True)
+        if name.startswith("net"):
+            from pbsens.model.networks import random_mass_action
+            src = random_mass_action(int(name[3:]), seed=0)
+        else:
+            src = LANG if name == "lang" else name
+        res = {b: per_call(load_model(src, backend=b), args.calls, args.repeats) for b in args.backends.split(",")}
+        for fn in next(iter(res.values())):
+            cells = "   ".join(f"{b} {res[b][fn] * 1e6:9.2f} us" for b in res)
+            ratio = (f"   tape/numba {res['tape'][fn] / res['numba'][fn]:6.2f}" if len(res) == 2 else "")
+            print(f"{name:8s} {fn:11s} {cells}{ratio}", flush=True)
 
 
 if __name__ == "__main__":
