@@ -281,12 +281,13 @@ def _emit_tape(spec, cm):
     nx, np_, ny = len(cm.x), len(cm.p), len(cm.h)
     em = _Emitter(cm.t, cm.x, cm.p, cm.inter, f"model {spec.name!r}")
     dx0 = {}
+    pidx = {s: j for j, s in enumerate(cm.p)}
     for i, e in enumerate(cm.x0):
-        for j, s in enumerate(cm.p):
-            if s in e.free_symbols:
+        for s in e.free_symbols:       # once per entry: nx * np lookups were quadratic
+            if s in pidx:
                 d = sp.diff(e, s)
                 if d != 0:
-                    dx0[(i, j)] = d
+                    dx0[(i, pidx[s])] = d
 
     def vec(exprs):
         return list(range(len(exprs))), [em.emit(e) for e in exprs]
