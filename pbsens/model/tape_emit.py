@@ -267,17 +267,24 @@ def _sparse_rows(d, ncols):
 
 
 def emit_tape(spec: ModelSpec, cm=None) -> np.ndarray:
-    """The tape (float64 array ``c``) of ``spec``; ``cm`` a :func:`derive_chain` result to reuse."""
+    """The tape (float64 array ``c``) of ``spec``; ``cm`` a :func:`derive_chain` result to reuse.
+
+    Parsing keeps Python's recursion limit (an expression too deeply nested to parse is a
+    ModelError, :func:`pbsens.model.symbolic.parse_expression`); only the emission, which
+    recurses through chains of definitions, runs with a higher one.
+    """
+    cm = cm or derive_chain(spec)
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, 100_000))
     try:
         return _emit_tape(spec, cm)
+    except RecursionError:
+        raise ModelError(f"model {spec.name!r}: its expressions are too deeply nested to evaluate") from None
     finally:
         sys.setrecursionlimit(old)
 
 
 def _emit_tape(spec, cm):
-    cm = cm or derive_chain(spec)
     nx, np_, ny = len(cm.x), len(cm.p), len(cm.h)
     em = _Emitter(cm.t, cm.x, cm.p, cm.inter, f"model {spec.name!r}")
     dx0 = {}
