@@ -187,7 +187,7 @@ def plot(rows, path):
     k = exponent(rows)
     ax.set_xlabel("number of states (random mass-action networks; PEtab models starred)")
     ax.set_ylabel("seconds")
-    ax.set_title(f"Large models, tape backend: cold import ~ n^{k:.2f}" if k is not None else "Large models")
+    ax.set_title(f"Large models, tape backend: cold import CPU ~ n^{k:.2f}" if k is not None else "Large models")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
