@@ -122,7 +122,7 @@ def _build_problem(recipe):
 def _build_model(recipe):
     if recipe[0] == "spec":
         from .model.library import model_from_spec
-        return model_from_spec(recipe[1])
+        return model_from_spec(recipe[1], recipe[2] if len(recipe) > 2 else None)   # the same backend
     if recipe[0] == "random_linear":
         from .model.library import random_linear_model
         return random_linear_model(recipe[1], seed=recipe[2])
@@ -514,7 +514,8 @@ def model_recipe(model):
     """How a worker rebuilds ``model`` from the compiled-model cache."""
     spec = getattr(model, "spec", None)
     if spec is not None:
-        return ("spec", spec)
+        backend = getattr(model, "backend", None)
+        return ("spec", spec, backend) if backend in ("numba", "tape") else ("spec", spec)
     meta = getattr(model, "meta", {}) or {}
     name = getattr(model, "name", "")
     if name.startswith("RandomLinear") and "seed" in meta:

@@ -24,6 +24,7 @@ Generated functions (signatures in :mod:`pbsens.kernels.signatures`)::
     jac_p_into(t, x, p, c, B)         jacs_into(t, x, p, c, A, B)    # shared CSE
     x0_into(p, c, x0)                 dx0_dp_into(p, c, S0)
     out_into(t, x, p, c, y)           out_jac_x_into(t, x, p, c, Hx)   out_jac_p_into(t, x, p, c, Hp)
+    jac_x_data_into(t, x, p, c, data) jac_p_data_into(t, x, p, c, data)  # CSR values (JAC_X_NZ, JAC_P_NZ)
     rhs(t, x, p), jac_x(t, x, p), jac_p(t, x, p)    # allocating, for users
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ __all__ = ["cache_dir", "compile_spec", "module_key", "CODEGEN_VERSION"]
 
 #: Bump when the generated source (:mod:`pbsens.model.generate`) changes shape, to
 #: invalidate old caches.
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 
 _lock = threading.Lock()
 

@@ -67,6 +67,11 @@ def _matrix_targets(name, M):
     return [(f"{name}[{i}, {j}]", M[i, j]) for i in range(M.rows) for j in range(M.cols) if M[i, j] != 0]
 
 
+def _nonzeros(M):
+    """Row-major ``(flat index, expr)`` of the structural non-zeros of ``M`` (CSR order)."""
+    return [(i * M.cols + j, M[i, j]) for i in range(M.rows) for j in range(M.cols) if M[i, j] != 0]
+
+
 def _function(header, sig, body, pr, sm, spec, zero=(), with_x=True, doc=""):
     lines = [f"@njit({sig}, cache=True, error_model='numpy')", header]
     if doc:
@@ -101,6 +106,9 @@ def generate_source(spec: ModelSpec, sm: SymbolicModel | None = None) -> str:
         "",
     ]
     f = list(sm.f)
+    nz_x, nz_p = _nonzeros(sm.A), _nonzeros(sm.B)
+    out[-2:-2] = [f"JAC_X_NZ = {[k for k, _ in nz_x]!r}  # flat row-major indices, CSR order",
+                  f"JAC_P_NZ = {[k for k, _ in nz_p]!r}"]
     out += _function("def rhs_into(t, x, p, c, out):", "vector_fn_sig",
                      _vector_targets("out", f), pr, sm, spec, doc="f(t, x, p) into out (nx,).")
     out += _function("def jac_x_into(t, x, p, c, A):", "matrix_fn_sig", _matrix_targets("A", sm.A),
@@ -110,6 +118,12 @@ def generate_source(spec: ModelSpec, sm: SymbolicModel | None = None) -> str:
     out += _function("def jacs_into(t, x, p, c, A, B):", "jacs_fn_sig",
                      _matrix_targets("A", sm.A) + _matrix_targets("B", sm.B),
                      pr, sm, spec, zero=("A", "B"), doc="Both Jacobians, sharing subexpressions.")
+    out += _function("def jac_x_data_into(t, x, p, c, data):", "vector_fn_sig",
+                     _vector_targets("data", [e for _, e in nz_x]), pr, sm, spec,
+                     doc="The structural non-zeros of A in CSR order (JAC_X_NZ).")
+    out += _function("def jac_p_data_into(t, x, p, c, data):", "vector_fn_sig",
+                     _vector_targets("data", [e for _, e in nz_p]), pr, sm, spec,
+                     doc="The structural non-zeros of B in CSR order (JAC_P_NZ).")
     out += _function("def x0_into(p, c, out):", "init_vec_sig", _vector_targets("out", list(sm.x0)),
                      pr, sm, spec, with_x=False, doc="Initial state x0(p).")
     out += _function("def dx0_dp_into(p, c, S0):", "init_mat_sig", _matrix_targets("S0", sm.dx0_dp),

@@ -33,17 +33,36 @@ def builtin_models() -> dict:
     return out
 
 
-def model_from_spec(spec: ModelSpec) -> Model:
-    """Compile a :class:`ModelSpec` (from the on-disk cache when possible)."""
+def model_from_spec(spec: ModelSpec, backend=None) -> Model:
+    """Compile a :class:`ModelSpec` (from the on-disk cache when possible).
+
+    ``backend``: ``"numba"`` (generated code compiled per model: fastest per call),
+    ``"tape"`` (programs run by an interpreter compiled once per machine: no per-model
+    compilation, for large models), or ``"auto"``/``None`` (the default): the
+    environment variable ``PBSENS_MODEL_BACKEND`` if set, else ``"tape"`` for models
+    with at least :data:`pbsens.model.tape.TAPE_MIN_STATES` (40) states or
+    :data:`pbsens.model.tape.TAPE_MIN_TEXT` (20000) characters of expressions.
+    """
+    from .tape import choose_backend
+    common = dict(output_names=spec.output_names, spec=spec, title=spec.title, meta=spec.meta)
+    params = [q.value for q in spec.parameters]
+    if choose_backend(spec, backend) == "tape":
+        from .tape import load_tape, tape_functions, tape_patterns
+        tape = load_tape(spec)
+        return Model(spec.name, spec.state_names, spec.param_names, params,
+                     CompiledFunctions(**tape_functions()), constants=tape, patterns=tape_patterns(tape),
+                     backend="tape", **common)
     from .codegen import compile_spec
+    from .tape import csr_from_flat
     module = compile_spec(spec)
-    return Model(spec.name, spec.state_names, spec.param_names,
-                 [q.value for q in spec.parameters], CompiledFunctions.from_module(module),
-                 output_names=spec.output_names, spec=spec, title=spec.title, meta=spec.meta,
-                 user_fns=(module.rhs, module.jac_x, module.jac_p))
+    nx = len(spec.states)
+    patterns = (csr_from_flat(module.JAC_X_NZ, nx, nx), csr_from_flat(module.JAC_P_NZ, nx, len(spec.parameters)))
+    return Model(spec.name, spec.state_names, spec.param_names, params, CompiledFunctions.from_module(module),
+                 user_fns=(module.rhs, module.jac_x, module.jac_p), patterns=patterns, backend="numba",
+                 **common)
 
 
-def load_model(name_or_path, **options) -> Model:
+def load_model(name_or_path, backend=None, **options) -> Model:
     """Load a built-in model by name, or a model file.
 
     Parameters
@@ -52,6 +71,9 @@ def load_model(name_or_path, **options) -> Model:
         ``"PKA"``, ``"CaMKII"``, ``"Chua"``; a ``.json`` model file (format in
         :mod:`pbsens.model.spec`); an SBML file (``.xml``/``.sbml``, needs the
         ``sbml`` extra); or a folder of SBtab ``.tsv`` tables.
+    backend : {"auto", "numba", "tape"}, optional
+        How the model is compiled (see :func:`model_from_spec`); default: automatic
+        by model size, or ``$PBSENS_MODEL_BACKEND``.
     **options
         Passed to the importer: ``parameters=[...]`` (SBML: which parameters are
         sensitivity parameters), ``experiment="name"`` (SBtab: which condition).
@@ -61,7 +83,7 @@ def load_model(name_or_path, **options) -> Model:
     Model
     """
     if isinstance(name_or_path, ModelSpec):
-        return model_from_spec(name_or_path)
+        return model_from_spec(name_or_path, backend)
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise PbsensError(f"'name_or_path' must be a model name or a path, got {type(name_or_path).__name__}")
     builtins = builtin_models()
@@ -69,7 +91,7 @@ def load_model(name_or_path, **options) -> Model:
     if key in builtins:
         spec = read_json_model(builtins[key])
         _no_options(options, key)
-        return model_from_spec(spec)
+        return model_from_spec(spec, backend)
     path = Path(key)
     if not path.exists():
         raise ModelError(f"'name_or_path': {key!r} is neither a built-in model "
@@ -87,7 +109,7 @@ def load_model(name_or_path, **options) -> Model:
     else:
         raise ModelError(f"'name_or_path': cannot tell the format of {key!r}; use .json, .xml/.sbml "
                          "or a folder of SBtab tables")
-    return model_from_spec(spec)
+    return model_from_spec(spec, backend)
 
 
 def _no_options(options, what):
@@ -114,7 +136,7 @@ def random_linear_model(n, seed=0) -> Model:
     fns = CompiledFunctions.from_module(linear)
     m = Model(f"RandomLinear{n}", [f"x{i + 1}" for i in range(n)], [f"p{i + 1}" for i in range(n)], p, fns,
               constants=A.ravel(), title=f"Random linear system, n = {n}, seed = {seed}",
-              meta={"seed": seed, "A": A})
+              meta={"seed": seed, "A": A}, patterns=linear.patterns(int(n)), backend="generic")
     return m
 
 

@@ -68,6 +68,26 @@ def out_jac_p_into(t, x, p, c, H):
     return
 
 
+@njit(vector_fn_sig, cache=True)
+def jac_x_data_into(t, x, p, c, data):
+    """``A`` in CSR order of its dense pattern (row-major)."""
+    data[:] = c
+
+
+@njit(vector_fn_sig, cache=True)
+def jac_p_data_into(t, x, p, c, data):
+    """``B = 2 diag(p)`` in CSR order of its diagonal pattern."""
+    for i in range(x.shape[0]):
+        data[i] = 2.0 * p[i]
+
+
+def patterns(n):
+    """CSR ``(indptr, indices)`` of ``A`` (dense) and ``B`` (diagonal)."""
+    dense = (np.arange(n + 1, dtype=np.int64) * n, np.tile(np.arange(n, dtype=np.int64), n))
+    diag = (np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int64))
+    return dense, diag
+
+
 def draw(n, seed):
     """Draw ``(A, p)`` of the random linear system of dimension ``n``."""
     rng = np.random.default_rng(seed)

@@ -10,7 +10,7 @@ from ..errors import ModelError, PbsensError
 __all__ = ["Model", "CompiledFunctions", "check_model"]
 
 _FN_NAMES = ("rhs_into", "jac_x_into", "jac_p_into", "jacs_into", "x0_into", "dx0_dp_into",
-             "out_into", "out_jac_x_into", "out_jac_p_into")
+             "out_into", "out_jac_x_into", "out_jac_p_into", "jac_x_data_into", "jac_p_data_into")
 
 
 class CompiledFunctions(SimpleNamespace):
@@ -40,7 +40,15 @@ class Model:
     fns : CompiledFunctions
         The non-allocating ``*_into(t, x, p, c, out)`` forms used by the kernels.
     constants : ndarray
-        The ``c`` argument of ``fns`` (empty for symbolic models).
+        The ``c`` argument of ``fns`` (empty for models compiled by numba; the programs
+        of a ``backend="tape"`` model).
+    backend : str
+        ``"numba"`` (generated, compiled per model), ``"tape"`` (programs in
+        ``constants`` run by a generic interpreter) or ``"generic"`` (random linear).
+    jac_x_pattern, jac_p_pattern : (indptr, indices) of int64 arrays
+        CSR structure (rows = states) of the structural non-zeros of ``A`` and ``B``;
+        ``fns.jac_x_data_into(t, x, p, c, data)`` / ``fns.jac_p_data_into`` fill their
+        values in that order.
     spec : ModelSpec or None
         The plain-data description the model was compiled from.
     meta : dict
@@ -48,7 +56,7 @@ class Model:
     """
 
     def __init__(self, name, state_names, param_names, p, fns, *, constants=None, output_names=(),
-                 spec=None, title="", meta=None, user_fns=None):
+                 spec=None, title="", meta=None, user_fns=None, patterns=None, backend="numba"):
         self.name = name
         self.title = title
         self.state_names = list(state_names)
@@ -60,6 +68,12 @@ class Model:
         self.constants = np.ascontiguousarray(constants if constants is not None else np.empty(0),
                                               dtype=np.float64)
         self._p = np.array(p, dtype=np.float64)
+        self.backend = backend
+        if patterns is None:   # dense: every entry is a structural non-zero
+            patterns = (_dense_pattern(len(self.state_names), len(self.state_names)),
+                        _dense_pattern(len(self.state_names), len(self.param_names)))
+        self.jac_x_pattern, self.jac_p_pattern = (
+            tuple(np.ascontiguousarray(a, dtype=np.int64) for a in pat) for pat in patterns)
         self._user_fns = user_fns  # (rhs, jac_x, jac_p) dispatchers, or None: built on demand
         self._x0 = self.initial_state(self._p)
         if not np.all(np.isfinite(self._x0)):
@@ -239,6 +253,10 @@ def check_model(model, name="model") -> "Model":
         raise PbsensError(f"{name!r} must be a pbsens Model (from load_model or random_linear_model), "
                           f"got {type(model).__name__}{hint}")
     return model
+
+
+def _dense_pattern(nrows, ncols):
+    return (np.arange(nrows + 1, dtype=np.int64) * ncols, np.tile(np.arange(ncols, dtype=np.int64), nrows))
 
 
 def _check_vector(v, n, name, why):
