@@ -95,3 +95,36 @@ def runner(model) -> SparseRunner:
 
 def method_code(method):
     return codes.METHOD_CODES[method]
+
+
+def state_jacobian(model, p=None):
+    """``jac(t, x) -> scipy.sparse.csr_matrix``: ``A = df/dx`` on the model's sparsity pattern, for
+    scipy's BDF/Radau (``solve_states(model, ..., method="BDF", jac=state_jacobian(model))``:
+    sparse LU by SuperLU instead of a dense ``O(nx^3)`` factorisation)."""
+    import scipy.sparse as sp
+
+    from .model.sparsity import sparse_jacobians
+    sj = sparse_jacobians(model)
+    p = model.check_p(p)
+    c = model.constants
+    nx = model.n_states
+    if sj.gather:
+        from .kernels.sparse_march import gather_csr
+        fn = model.fns.jac_x_into
+
+        def values(t, x, data):
+            A = np.empty((nx, nx))
+            fn(t, x, p, c, A)
+            gather_csr(A, sj.Ap, sj.Ai, data)     # entries off the probed pattern: see sparsity.extend
+    else:
+        fn = sj.jxd
+
+        def values(t, x, data):
+            fn(t, x, p, c, data)
+
+    def jac(t, x):
+        data = np.empty(sj.Ai.size)
+        values(float(t), np.ascontiguousarray(x, dtype=np.float64), data)
+        return sp.csr_matrix((data, sj.Ai, sj.Ap), shape=(nx, nx))
+
+    return jac

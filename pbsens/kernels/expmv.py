@@ -226,26 +226,21 @@ def select_ms(norm1, d):
     if norm1 == 0.0:
         return 0, 1
     best_m = 0
-    best_cost = 1 << 62
-    best_s = 1
-    if d[0] < 0.0:
+    best_cost = np.inf                 # in floating point: ceil(norm/theta_1) overflows int64
+    best_s = 1.0
+    for p in range(2, P_MAX + 1) if d[0] >= 0.0 else range(1, 2):
+        alpha = max(d[p], d[p + 1]) if d[0] >= 0.0 else norm1
         for i in range(THETA_M.shape[0]):
-            s = int(math.ceil(norm1 / THETA[i]))
-            c = THETA_M[i] * s
+            m = THETA_M[i]
+            if d[0] >= 0.0 and m < p * (p - 1) - 1:
+                continue
+            s = np.ceil(alpha / THETA[i])
+            c = m * s
             if c < best_cost:
-                best_cost, best_m, best_s = c, THETA_M[i], s
-    else:
-        for p in range(2, P_MAX + 1):
-            alpha = max(d[p], d[p + 1])
-            for i in range(THETA_M.shape[0]):
-                m = THETA_M[i]
-                if m < p * (p - 1) - 1:
-                    continue
-                s = int(math.ceil(alpha / THETA[i]))
-                c = m * s
-                if c < best_cost:
-                    best_cost, best_m, best_s = c, m, s
-    return best_m, max(best_s, 1)
+                best_cost, best_m, best_s = c, m, s
+    if not best_s < 2.0 ** 62:
+        best_s = 2.0 ** 62
+    return best_m, max(int(best_s), 1)
 
 
 @njit(types.boolean(f8, i8), cache=True, _nrt=False)
@@ -324,6 +319,15 @@ def expmv_forced_into(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, S, out, T, T2, V, dw
                 acc += pe[i] * nQ * nk
             nq = hmu ** q + (q * hmu ** (q - 1) if has_d else 0.0)
             d[q] = max(pe[q], acc + nq) ** (1.0 / q)
+    bad = not norm1 < np.inf
+    if d[0] >= 0.0:
+        for q in range(2, P_MAX + 2):
+            bad = bad or not d[q] < np.inf
+    if bad:                                      # non-finite Jacobian or B: the result is NaN
+        for i in range(n):
+            for j in range(p):
+                out[i, j] = np.nan
+        return 0, 0
     m, s = select_ms(norm1, d)
     eta = math.exp(h * mu / s)
     # F (= out) holds the running sum; the identity blocks are the scalars a (u), b (w)

@@ -164,12 +164,12 @@ def _csr(entries, n_rows):
     return indptr, np.ascontiguousarray(rows[:, 1], dtype=np.int64), pos
 
 
-def draw(n, n_classes, seed):
+def draw(n, n_classes, seed, linear=False):
     """The network's constants ``c``, the CSR patterns of ``A`` and ``B``, and ``p``."""
     rng = np.random.default_rng(seed)
     recs = []
     for r in range(2 * n):
-        if r < n:                                  # unimolecular: conversion or degradation
+        if r < n or linear:                        # unimolecular: conversion or degradation
             i = int(rng.integers(n))
             reac = [i]
             if rng.uniform() < 0.8:
@@ -210,8 +210,9 @@ def draw(n, n_classes, seed):
     return c, (Ap, Ai), (Bp, Bi), p
 
 
-def random_mass_action_model(n, n_classes=20, seed=0):
-    """A random sparse mass-action network of ``n`` species (module docstring) as a Model."""
+def random_mass_action_model(n, n_classes=20, seed=0, linear=False):
+    """A random sparse mass-action network of ``n`` species (module docstring) as a Model;
+    ``linear=True``: all ``2n`` reactions unimolecular (a sparse linear system ``x' = A(p) x + u``)."""
     from ..errors import PbsensError
     from .model import CompiledFunctions, Model
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 3:
@@ -219,11 +220,11 @@ def random_mass_action_model(n, n_classes=20, seed=0):
     if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
         raise PbsensError(f"'n_classes' must be a positive integer, got {n_classes!r}")
     import sys
-    c, px, pp, p = draw(int(n), int(n_classes), seed)
+    c, px, pp, p = draw(int(n), int(n_classes), seed, bool(linear))
     fns = CompiledFunctions.from_module(sys.modules[__name__])
     fns.jac_x_data_into = jac_x_data_into
     fns.jac_p_data_into = jac_p_data_into
-    m = Model(f"MassAction{n}", [f"x{i + 1}" for i in range(n)], [f"k{i + 1}" for i in range(n_classes)], p,
+    m = Model(f"{'SparseLinear' if linear else 'MassAction'}{n}", [f"x{i + 1}" for i in range(n)], [f"k{i + 1}" for i in range(n_classes)], p,
               fns, constants=c, title=f"Random mass-action network, n = {n}, seed = {seed}",
               meta={"seed": seed})
     m.jac_x_pattern = px
