@@ -144,3 +144,14 @@ def test_parameter_selection_matches_the_tables_theta():
         assert norm1 / s <= E.THETA[i] * (1 + 1e-12)
         best = min(mm * np.ceil(norm1 / th) for mm, th in zip(E.THETA_M, E.THETA))
         assert m * s == best
+
+
+@pytest.mark.parametrize("second", [False, True])
+def test_more_parameters_than_states(second):
+    """p > n (CaMKII: 21 states, 59 parameters): the vector work rows are longer than n."""
+    A, B, D, S = _system(5, 20, 30.0, 8)
+    Dm = D if second else None
+    got = action(A, B, Dm, 0.9, S)[0]
+    W, start = augmented(A, B, Dm, 0.9)
+    ref = (expm(0.9 * W.toarray()) @ start(S))[:5]
+    assert np.abs(got - ref).max() <= 1e-10 * np.abs(ref).max()

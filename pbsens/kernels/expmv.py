@@ -140,8 +140,8 @@ def csr_matmul_into(indptr, indices, data, X, Y):
 
 @njit(inline="always")
 def _matvec_shifted(indptr, indices, data, mu, x, y):
-    """``y = (A - mu I) x``."""
-    n = x.shape[0]
+    """``y = (A - mu I) x`` (``x``, ``y`` may be longer than n; only their first n entries count)."""
+    n = indptr.shape[0] - 1
     for i in range(n):
         s = -mu * x[i]
         for k in range(indptr[i], indptr[i + 1]):
@@ -151,8 +151,8 @@ def _matvec_shifted(indptr, indices, data, mu, x, y):
 
 @njit(inline="always")
 def _rmatvec_shifted(indptr, indices, data, mu, x, y):
-    """``y = (A - mu I)^T x``."""
-    n = x.shape[0]
+    """``y = (A - mu I)^T x`` (first n entries, as in :func:`_matvec_shifted`)."""
+    n = indptr.shape[0] - 1
     for i in range(n):
         y[i] = -mu * x[i]
     for i in range(n):
