@@ -26,6 +26,9 @@ SPARSE_METHODS = ("exp", "exp2")
 SPARSE_MIN_STATES = 60
 #: ``linalg="auto"``: largest fraction of non-zeros of ``A = df/dx`` for the sparse path.
 SPARSE_MAX_DENSITY = 0.1
+#: The sparse march may take the dense step on an interval (where it is cheaper: long stiff
+#: intervals) on models with at most this many states (it then holds O(nx^2) work arrays).
+DENSE_STEP_MAX_STATES = 1000
 #: Pattern extensions (adapter) before a miss is reported as an error.
 _MAX_EXTEND = 8
 
@@ -63,7 +66,7 @@ class SparseRunner:
         else:
             self._jxd = _Compiled(self.sj.jxd, vector_fn_sig)
             self._jpd = _Compiled(self.sj.jpd, vector_fn_sig)
-        self.stats = np.zeros(2, dtype=np.int64)
+        self.stats = np.zeros(3, dtype=np.int64)
 
     def __call__(self, t, x, p, S, out_index, S_out, branch, n_int, method_code):
         """March; returns the kernel's status (``-1``, or ``k >= 0``: not finite after interval k)."""
@@ -76,7 +79,7 @@ class SparseRunner:
             S[...] = S_in
             status = sparse_march(self._jacs, self._jxd, self._jpd, 1 if sj.gather else 0, t, x, p, c, S,
                                   out_index, method_code, sj.Ap, sj.Ai, sj.Bp, sj.Bi, S_out, branch, n_int,
-                                  self.stats)
+                                  self.stats, DENSE_STEP_MAX_STATES)
             if status > -2:
                 return status
             k = -2 - status              # the adapter's pattern missed an entry at grid point k

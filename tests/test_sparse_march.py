@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 import pbsens
 from pbsens.errors import PbsensError
+from pbsens import sparse_path
 from pbsens.model import sparsity
 from pbsens.model.mass_action import random_mass_action_model
 from pbsens.sensitivities import sensitivities
@@ -23,11 +24,19 @@ def network():
     return m, pbsens.solve_states(m, (0.0, 5.0), method="BDF", rtol=1e-7, atol=1e-10)
 
 
+@pytest.fixture
+def action_only(monkeypatch):
+    """The sparse march without its dense step: every interval through the action of the exponential."""
+    monkeypatch.setattr(sparse_path, "DENSE_STEP_MAX_STATES", 0)
+
+
 @pytest.mark.parametrize("method", ["exp", "exp2"])
-def test_sparse_equals_dense_and_numpy_reference(network, method):
+def test_sparse_equals_dense_and_numpy_reference(network, method, action_only):
     m, tr = network
     S0 = np.random.default_rng(1).normal(size=(m.n_states, m.n_params)) * 0.1
     rs = sensitivities(m, tr, method=method, S0=S0, linalg="sparse")
+    st = sparse_path.runner(m).stats
+    assert st[2] == 0 and st[0] > tr.t.size
     rd = sensitivities(m, tr, method=method, S0=S0, linalg="dense")
     S_ref = reference_march(m.jac_x, m.jac_p, tr.t, tr.x, tr.p, S0, method)[0]
     assert rs.options["linalg"] == "sparse" and rd.options["linalg"] == "dense"
@@ -39,10 +48,29 @@ def test_sparse_equals_dense_and_numpy_reference(network, method):
 @settings(max_examples=6, deadline=None)
 @given(n=st.integers(5, 30), seed=st.integers(0, 10_000), linear=st.booleans())
 def test_random_networks_sparse_equals_dense(n, seed, linear):
+    sparse_path.DENSE_STEP_MAX_STATES, keep = 0, sparse_path.DENSE_STEP_MAX_STATES
+    try:
+        _random_network_check(n, seed, linear)
+    finally:
+        sparse_path.DENSE_STEP_MAX_STATES = keep
+
+
+def _random_network_check(n, seed, linear):
     m = random_mass_action_model(n, n_classes=4, seed=seed, linear=linear)
     tr = pbsens.solve_states(m, (0.0, 2.0), method="BDF", rtol=1e-6, atol=1e-9)
     rs = sensitivities(m, tr, method="exp2", linalg="sparse")
     rd = sensitivities(m, tr, method="exp2", linalg="dense")
+    assert rel_max(rs.S, rd.S) < 1e-10
+
+
+def test_dense_step_on_long_stiff_intervals():
+    """Where h ||A|| is large the march takes the dense step (cheaper there), same numbers."""
+    m = random_mass_action_model(30, n_classes=3, seed=2)
+    tr = pbsens.solve_states(m, (0.0, 2000.0), method="BDF", rtol=1e-6, atol=1e-9)
+    rs = sensitivities(m, tr, method="exp2", linalg="sparse")
+    st = sparse_path.runner(m).stats
+    rd = sensitivities(m, tr, method="exp2", linalg="dense")
+    assert st[2] > 0 and st[0] > 0          # both kinds of step ran
     assert rel_max(rs.S, rd.S) < 1e-10
 
 
@@ -63,7 +91,7 @@ def test_native_jacobian_data_match_the_dense_jacobians(network):
     assert np.allclose(state_jacobian(m, p)(0.0, x).toarray(), m.jac_x(0.0, x, p), rtol=1e-14)
 
 
-def test_exp2_sparse_accuracy_against_tight_forward_sensitivities(network):
+def test_exp2_sparse_accuracy_against_tight_forward_sensitivities(network, action_only):
     """Same error as the dense march against an independent reference (FS at rtol 1e-10)."""
     m, tr = network
     fs = pbsens.forward_sensitivities(m, (0.0, 5.0), t_eval=tr.t[1:], rtol=1e-10, atol=1e-12)

@@ -253,31 +253,16 @@ def _small_norm(norm1, n_cols):
 # the action
 # --------------------------------------------------------------------------
 
-@njit(types.UniTuple(i8, 2)(ivec, ivec, vec, ivec, ivec, vec, vec, types.boolean, f8, mat, mat, mat, mat,
-                            mat, vec), cache=True, _nrt=False)
-def expmv_forced_into(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, S, out, T, T2, V, dwork):
-    """``out = exp(hA) S + h phi1(hA) B (+ h phi2(hA) D)``: the top block of ``exp(hW) [S; gI; 0]``.
+@njit(types.Tuple((f8, f8, i8, i8))(ivec, ivec, vec, ivec, ivec, vec, vec, types.boolean, f8, i8, mat, vec),
+      cache=True, _nrt=False)
+def expmv_plan(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, n_cols, V, dwork):
+    """Shift ``mu``, forcing scale ``g`` and ``(m, s)`` of :func:`expmv_forced_into` (arguments there).
 
-    Parameters
-    ----------
-    Ap, Ai, Ad : CSR ``A`` (n x n): row pointers, column indices, values.
-    Bp, Bi, Bd : CSR ``B`` (n x p).
-    Dd : values of ``D`` (n x p) on the pattern of ``B``; used if ``has_d``.
-    h : float, the step (``h >= 0``).
-    S : (n, p) dense; out : (n, p), the result (must not alias ``S``).
-    T, T2 : (n, p) work; V : (NV, max(n, p)) work; dwork : (2 (P_MAX + 2),) work.
-
-    Returns
-    -------
-    (terms, s) : the number of Taylor terms summed (sparse products with ``A``) and the
-    number of scaling steps.
+    ``s = 0`` flags a non-finite norm (non-finite ``A``, ``B`` or ``D``). ``m s`` bounds the
+    number of products with ``A`` (the march compares it with the dense step's cost).
     """
-    n, p = S.shape
-    if h == 0.0:
-        for i in range(n):
-            for j in range(p):
-                out[i, j] = S[i, j]
-        return 0, 0
+    n = Ap.shape[0] - 1
+    p = n_cols
     colsum = V[0]
     # shift: take mu = trace/n if it lowers ||A - mu I||_1 (it adds |mu| to the forcing columns)
     mu = csr_trace(Ap, Ai, Ad) / n
@@ -323,12 +308,18 @@ def expmv_forced_into(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, S, out, T, T2, V, dw
     if d[0] >= 0.0:
         for q in range(2, P_MAX + 2):
             bad = bad or not d[q] < np.inf
-    if bad:                                      # non-finite Jacobian or B: the result is NaN
-        for i in range(n):
-            for j in range(p):
-                out[i, j] = np.nan
-        return 0, 0
+    if bad:                                      # non-finite Jacobian or B
+        return mu, g, 0, 0
     m, s = select_ms(norm1, d)
+    return mu, g, m, s
+
+
+@njit(types.UniTuple(i8, 2)(ivec, ivec, vec, ivec, ivec, vec, vec, types.boolean, f8, f8, f8, i8, i8, mat, mat,
+                            mat, mat), cache=True, _nrt=False)
+def expmv_apply(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, mu, g, m, s, S, out, T, T2):
+    """The Taylor loop of :func:`expmv_forced_into` with the plan ``(mu, g, m, s)`` of :func:`expmv_plan`."""
+    n, p = S.shape
+    ginv = 1.0 / g
     eta = math.exp(h * mu / s)
     # F (= out) holds the running sum; the identity blocks are the scalars a (u), b (w)
     for i in range(n):
@@ -398,3 +389,37 @@ def expmv_forced_into(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, S, out, T, T2, V, dw
         a *= eta
         b *= eta
     return terms, s
+
+
+@njit(types.UniTuple(i8, 2)(ivec, ivec, vec, ivec, ivec, vec, vec, types.boolean, f8, mat, mat, mat, mat,
+                            mat, vec), cache=True, _nrt=False)
+def expmv_forced_into(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, S, out, T, T2, V, dwork):
+    """``out = exp(hA) S + h phi1(hA) B (+ h phi2(hA) D)``: the top block of ``exp(hW) [S; gI; 0]``.
+
+    Parameters
+    ----------
+    Ap, Ai, Ad : CSR ``A`` (n x n): row pointers, column indices, values.
+    Bp, Bi, Bd : CSR ``B`` (n x p).
+    Dd : values of ``D`` (n x p) on the pattern of ``B``; used if ``has_d``.
+    h : float, the step (``h >= 0``).
+    S : (n, p) dense; out : (n, p), the result (must not alias ``S``).
+    T, T2 : (n, p) work; V : (NV, max(n, p)) work; dwork : (2 (P_MAX + 2),) work.
+
+    Returns
+    -------
+    (terms, s) : the number of Taylor terms summed (sparse products with ``A``) and the
+    number of scaling steps. A non-finite ``A``, ``B`` or ``D`` gives ``out = NaN``.
+    """
+    n, p = S.shape
+    if h == 0.0:
+        for i in range(n):
+            for j in range(p):
+                out[i, j] = S[i, j]
+        return 0, 0
+    mu, g, m, s = expmv_plan(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, p, V, dwork)
+    if s == 0:
+        for i in range(n):
+            for j in range(p):
+                out[i, j] = np.nan
+        return 0, 0
+    return expmv_apply(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, mu, g, m, s, S, out, T, T2)

@@ -16,18 +16,33 @@ exp2       ``S_k+1 = exp(h Abar) S_k + h phi1(h Abar) B_k + h phi2(h Abar) (B_k+
            ``Abar = (A_k + A_k+1)/2``
 =========  ==========================================================================
 
+Per interval the cheaper of two evaluations runs (``stats[2]`` counts the dense ones): the
+sparse action, about ``m s (nnz(A) + 2 nx) np`` multiply-adds for its plan's ``(m, s)``, or,
+when ``dense_max >= nx``, the dense step of :mod:`pbsens.kernels.march` on the scattered
+matrices, about ``(7 + 3 s_d) nx^3 + 3 nx^2 np`` with ``s_d`` doublings. The action's cost
+grows like ``h ||A||`` (a polynomial method), the dense step's like ``log(h ||A||)``: on
+long stiff intervals the dense step wins even when ``A`` is sparse.
+
 Work arrays are allocated once per call, nothing per step.
 """
 import numpy as np
 from numba import njit, types
 
-from . import expmv
+import math
+
+from . import expmv, linalg, steps
 from .codes import BRANCH_EXP, BRANCH_EXP2, METHOD_EXP2
+from .march import _njit_quiet
 from .signatures import f8, i8vec, ivec, jacs_fn, mat, tens, vec, vector_fn
 
 i8 = types.int64
 
 __all__ = ["sparse_march", "STATUS_OK"]
+
+#: Relative cost of one multiply-add of the sparse action against one of the dense tiled products.
+SPARSE_WEIGHT = 2.0
+#: ``||Z||_1`` up to which the dense phi kernels need no doubling (``phi._PHI_THETA[-1]``).
+_DENSE_THETA = 1.7420152406697095
 
 #: Return value of :func:`sparse_march` on success; ``k >= 0``: S not finite after interval k;
 #: ``-2 - k``: the dense Jacobians at grid point ``k`` have a non-zero outside the pattern.
@@ -74,10 +89,25 @@ def _finite_copy(X, Y):
     return bad == 0
 
 
+@njit(types.void(ivec, ivec, vec, mat), cache=True, _nrt=False)
+def _scatter(indptr, indices, data, M):
+    for i in range(M.shape[0]):
+        for j in range(M.shape[1]):
+            M[i, j] = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            M[i, indices[k]] = data[k]
+
+
+@njit(f8(ivec, ivec, vec, vec), cache=True, _nrt=False)
+def _csr_norm1(indptr, indices, data, colsum):
+    return expmv.csr_norm1_shifted(indptr, indices, data, 0.0, colsum)
+
+
 @njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
-         tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat), cache=True, _nrt=False)
+         tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat),
+      cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
-          stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense):
+          stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n):
     K = t.shape[0]
     second = method == METHOD_EXP2
     nx, np_ = S.shape
@@ -106,14 +136,46 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 Abar[q] = 0.5 * (A0[q] + A1[q])
             for q in range(Dd.shape[0]):
                 Dd[q] = B1[q] - B0[q]
-            terms, s = expmv.expmv_forced_into(Ap, Ai, Abar, Bp, Bi, B0, Dd, True, h, Sk, Sk1, T, T2, TT, dwork)
+            Ause = Abar
             branch[k] = BRANCH_EXP2
         else:
-            terms, s = expmv.expmv_forced_into(Ap, Ai, A0, Bp, Bi, B0, Dd, False, h, Sk, Sk1, T, T2, TT, dwork)
+            Ause = A0
             branch[k] = BRANCH_EXP
+        mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Bp, Bi, B0, Dd, second, h, np_, TT, dwork)
+        use_dense = False
+        if dense_max >= nx and s > 0:
+            nrm = h * _csr_norm1(Ap, Ai, Ause, TT[0])
+            sd = 0.0
+            if nrm > _DENSE_THETA:
+                sd = math.ceil(math.log2(nrm / _DENSE_THETA))
+            cost_dense = (7.0 + 3.0 * sd) * nx ** 3 + 3.0 * nx * nx * np_
+            cost_sparse = SPARSE_WEIGHT * float(m) * float(s) * (Ai.shape[0] + 2.0 * nx) * np_
+            use_dense = cost_dense < cost_sparse
+        if s == 0:
+            for i in range(nx):
+                for j in range(np_):
+                    Sk1[i, j] = np.nan
+        elif use_dense:
+            # the dense march's step on the scattered matrices (pbsens.kernels.march)
+            _scatter(Ap, Ai, Ause, Adn)
+            for i in range(nx):
+                for j in range(np_):
+                    SBd[i, j] = Sk[i, j]
+            _scatter(Bp, Bi, B0, SBd[nx:])
+            if second:
+                _scatter(Bp, Bi, B1, B1n)
+                linalg.exp_phi12_into(Adn, h, EFF, ws)
+                steps.exp2_prepare_inplace(EFF, h)
+                steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
+            else:
+                linalg.exp_phi1_into(Adn, h, EF, ws)
+                steps.exp_step_stacked_into(EF, SBd, Sk1)
+            stats[2] += 1
+        else:
+            terms, s = expmv.expmv_apply(Ap, Ai, Ause, Bp, Bi, B0, Dd, second, h, mu, gsc, m, s, Sk, Sk1, T, T2)
+            stats[0] += terms
+            stats[1] += s
         n_int[k] = 1
-        stats[0] += terms
-        stats[1] += s
         if out_index[k + 1] >= 0:
             if not _finite_copy(Sk1, S_out[out_index[k + 1]]):
                 for i in range(nx):
@@ -127,10 +189,10 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
     return STATUS_OK
 
 
-@njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
-         tens, i8vec, ivec, ivec), cache=True)
+@_njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
+                tens, i8vec, ivec, ivec, i8), cache=True)
 def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
-                 n_int, stats):
+                 n_int, stats, dense_max):
     """March ``S`` over the grid ``t`` (states ``X``) with the exp or exp2 step, sparse Jacobians.
 
     Parameters
@@ -143,7 +205,10 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     method : ``METHOD_EXP`` or ``METHOD_EXP2``.
     Ap, Ai, Bp, Bi : CSR patterns of ``A`` (nx x nx) and ``B`` (nx x np).
     branch, n_int : (K-1,) outputs (the exponential branch, 1).
-    stats : (2,) int64 output: Taylor terms summed (products with ``A``) and scaling steps.
+    stats : (3,) int64 output: Taylor terms summed (products with ``A``), scaling steps, and
+        intervals that took the dense step.
+    dense_max : the dense step is considered on models with at most this many states (its
+        ``O(nx^2)`` work arrays are allocated only then).
 
     Returns
     -------
@@ -166,7 +231,16 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     else:
         Adense = np.empty((0, 0))
         Bdense = np.empty((0, 0))
+    nd = nx if dense_max >= nx else 0
+    Adn = np.empty((nd, nd))
+    EF = np.empty((nd, 2 * nd))
+    EFF = np.empty((nd, 3 * nd))
+    ws = linalg.workspace(nd)
+    SBd = np.empty((2 * nd, np_ if nd else 0))
+    B1n = np.empty((nd, np_ if nd else 0))
     stats[0] = 0
     stats[1] = 0
+    stats[2] = 0
     return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
-                 n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense)
+                 n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
+                 SBd, B1n)
