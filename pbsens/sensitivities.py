@@ -119,7 +119,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-12,
                   substeps=None, estimate_error=False,
                   sens_rtol=None, sens_atol=None, state_error="auto", max_refine=12, max_split=64,
-                  max_grid_factor=200, max_substeps=10_000_000, tighten_states=True) -> SensitivityResult:
+                  max_grid_factor=200, max_substeps=10_000_000, tighten_states=True,
+                  linalg="auto") -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
     Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
@@ -241,6 +242,14 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         refined; beyond it a :class:`SolverError` names the interval and the budget
         (``method="pbs"`` never switches to the exponential step, so on a stiff
         problem ``n_int`` grows without bound). Default 10^7.
+    linalg : {"auto", "dense", "sparse"}
+        Linear algebra of the march. ``"dense"``: dense ``n x n`` Jacobians and matrix
+        functions (every method). ``"sparse"`` (``exp`` and ``exp2`` only): CSR Jacobians
+        and the action of the exponential (Al-Mohy and Higham 2011) on ``S``, no dense
+        ``n x n`` matrix (METHOD.md section 12); for large models with sparse Jacobians.
+        ``"auto"`` (default): sparse for ``exp``/``exp2`` when the model has at least
+        ``pbsens.sparse_path.SPARSE_MIN_STATES`` states and ``A``'s density is at most
+        ``SPARSE_MAX_DENSITY`` (docs/PERFORMANCE.md), else dense.
 
     Returns
     -------
@@ -290,6 +299,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     check_max_substeps(max_substeps)
     max_split = _positive(max_split, "max_split", integer=True)
     max_grid_factor = _positive(max_grid_factor, "max_grid_factor")
+    from . import sparse_path
+    use_sparse = sparse_path.choose(model, method, linalg)
     timings = {}
 
     # ---- the state trajectory
@@ -407,6 +418,13 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         X_sub = np.empty((0, nx))
         sub_offset = np.zeros(K - 1, dtype=np.int64)
         planned = 0 if plan_in is None else 1
+        if use_sparse:
+            status = sparse_path.runner(model)(tg, xg, p, S_run, oi, S_out, branch, n_int, code)
+            if status >= 0:
+                raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
+                                  f"[{tg[status]:.6g}, {tg[status + 1]:.6g}] (method {method!r}, linalg 'sparse'); "
+                                  "the Jacobians may be non-finite there")
+            return S_out, branch, n_int, reused
         if interp == codes.INTERP_DENSE:
             bound_plan(tg, xg, p, model.constants, code, n_factor, n_max, eq_tol, norm_kind, branch, n_int,
                        scale_atol)
@@ -549,7 +567,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         if E_est is not None:
             E_est = E_est + E_state
     options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
-                   reuse_tol=reuse_tol, substeps=substeps or 1)
+                   reuse_tol=reuse_tol, substeps=substeps or 1, linalg="sparse" if use_sparse else "dense")
     options.update(solver_info or {"solver": solver if "states" in timings else None,
                                    "rtol": rtol if "states" in timings else None,
                                    "atol": atol if "states" in timings else None})

@@ -1,0 +1,246 @@
+"""The exp and exp2 marches with sparse Jacobians (METHOD.md section 12).
+
+Per grid interval the step is the action :func:`pbsens.kernels.expmv.expmv_forced_into`
+of the augmented exponential on ``S_k``: no ``n x n`` exponential, no dense ``n x n``
+product. ``A = df/dx`` and ``B = df/dp`` arrive as CSR values on fixed patterns
+(``A``: ``Ap, Ai``; ``B``: ``Bp, Bi``), either from the model's compiled
+``jac_x_data_into`` / ``jac_p_data_into`` (``gather = 0``) or gathered from its dense
+``jacs_into`` (``gather = 1``; the adapter for models without sparse functions, which
+also checks that nothing lies outside the pattern).
+
+=========  ==========================================================================
+method     per interval ``[t_k, t_k+1]``, ``h = t_k+1 - t_k``
+=========  ==========================================================================
+exp        ``S_k+1 = exp(h A_k) S_k + h phi1(h A_k) B_k``
+exp2       ``S_k+1 = exp(h Abar) S_k + h phi1(h Abar) B_k + h phi2(h Abar) (B_k+1 - B_k)``,
+           ``Abar = (A_k + A_k+1)/2``
+=========  ==========================================================================
+
+Per interval the cheaper of two evaluations runs (``stats[2]`` counts the dense ones): the
+sparse action, about ``m s (nnz(A) + 2 nx) np`` multiply-adds for its plan's ``(m, s)``, or,
+when ``dense_max >= nx``, the dense step of :mod:`pbsens.kernels.march` on the scattered
+matrices, about ``(7 + 3 s_d) nx^3 + 3 nx^2 np`` with ``s_d`` doublings. The action's cost
+grows like ``h ||A||`` (a polynomial method), the dense step's like ``log(h ||A||)``: on
+long stiff intervals the dense step wins even when ``A`` is sparse.
+
+Work arrays are allocated once per call, nothing per step.
+"""
+import numpy as np
+from numba import njit, types
+
+import math
+
+from . import expmv, linalg, steps
+from .codes import BRANCH_EXP, BRANCH_EXP2, METHOD_EXP2
+from .march import _njit_quiet
+from .signatures import f8, i8vec, ivec, jacs_fn, mat, tens, vec, vector_fn
+
+i8 = types.int64
+
+__all__ = ["sparse_march", "STATUS_OK"]
+
+#: Relative cost of one multiply-add of the sparse action against one of the dense tiled products.
+SPARSE_WEIGHT = 2.0
+#: ``||Z||_1`` up to which the dense phi kernels need no doubling (``phi._PHI_THETA[-1]``).
+_DENSE_THETA = 1.7420152406697095
+
+#: Return value of :func:`sparse_march` on success; ``k >= 0``: S not finite after interval k;
+#: ``-2 - k``: the dense Jacobians at grid point ``k`` have a non-zero outside the pattern.
+STATUS_OK = -1
+
+
+@njit(types.boolean(mat, ivec, ivec, vec), cache=True, _nrt=False)
+def gather_csr(M, indptr, indices, data):
+    """CSR values of the dense ``M`` on the pattern ``(indptr, indices)``; ``M``'s pattern
+    entries are zeroed on the way. Returns whether every entry outside the pattern is zero."""
+    ok = True
+    for i in range(M.shape[0]):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            data[k] = M[i, j]
+            M[i, j] = 0.0
+        for j in range(M.shape[1]):
+            if M[i, j] != 0.0:
+                ok = False
+    return ok
+
+
+@njit(types.boolean(jacs_fn, vector_fn, vector_fn, i8, f8, vec, vec, vec, ivec, ivec, ivec, ivec, vec, vec,
+                    mat, mat), cache=True, _nrt=False)
+def _eval(jacs, jxd, jpd, gather, t, x, p, c, Ap, Ai, Bp, Bi, Ad, Bd, Adense, Bdense):
+    if gather == 0:
+        jxd(t, x, p, c, Ad)
+        jpd(t, x, p, c, Bd)
+        return True
+    jacs(t, x, p, c, Adense, Bdense)
+    ok_a = gather_csr(Adense, Ap, Ai, Ad)
+    ok_b = gather_csr(Bdense, Bp, Bi, Bd)
+    return ok_a and ok_b
+
+
+@njit(types.boolean(mat, mat), cache=True, _nrt=False)
+def _finite_copy(X, Y):
+    bad = 0
+    for i in range(X.shape[0]):
+        for j in range(X.shape[1]):
+            v = X[i, j]
+            Y[i, j] = v
+            bad |= (v - v) != 0.0
+    return bad == 0
+
+
+@njit(types.void(ivec, ivec, vec, mat), cache=True, _nrt=False)
+def _scatter(indptr, indices, data, M):
+    for i in range(M.shape[0]):
+        for j in range(M.shape[1]):
+            M[i, j] = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            M[i, indices[k]] = data[k]
+
+
+@njit(f8(ivec, ivec, vec, vec), cache=True, _nrt=False)
+def _csr_norm1(indptr, indices, data, colsum):
+    return expmv.csr_norm1_shifted(indptr, indices, data, 0.0, colsum)
+
+
+@njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
+         tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat),
+      cache=True, _nrt=False)
+def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
+          stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n):
+    K = t.shape[0]
+    second = method == METHOD_EXP2
+    nx, np_ = S.shape
+    S0, S1 = SS[0], SS[1]
+    T, T2 = SS[2], SS[3]
+    for i in range(nx):
+        for j in range(np_):
+            S0[i, j] = S[i, j]
+    if not _eval(jacs, jxd, jpd, gather, t[0], X[0], p, c, Ap, Ai, Bp, Bi, Ad[0], Bd[0], Adense, Bdense):
+        return -2
+    if out_index[0] >= 0:
+        _finite_copy(S0, S_out[out_index[0]])
+    for k in range(K - 1):
+        g = k % 2
+        A0, A1 = Ad[g], Ad[1 - g]
+        B0, B1 = Bd[g], Bd[1 - g]
+        if g == 0:
+            Sk, Sk1 = S0, S1
+        else:
+            Sk, Sk1 = S1, S0
+        if not _eval(jacs, jxd, jpd, gather, t[k + 1], X[k + 1], p, c, Ap, Ai, Bp, Bi, A1, B1, Adense, Bdense):
+            return -3 - k
+        h = t[k + 1] - t[k]
+        if second:
+            for q in range(Abar.shape[0]):
+                Abar[q] = 0.5 * (A0[q] + A1[q])
+            for q in range(Dd.shape[0]):
+                Dd[q] = B1[q] - B0[q]
+            Ause = Abar
+            branch[k] = BRANCH_EXP2
+        else:
+            Ause = A0
+            branch[k] = BRANCH_EXP
+        mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Bp, Bi, B0, Dd, second, h, np_, TT, dwork)
+        use_dense = False
+        if dense_max >= nx and s > 0:
+            nrm = h * _csr_norm1(Ap, Ai, Ause, TT[0])
+            sd = 0.0
+            if nrm > _DENSE_THETA:
+                sd = math.ceil(math.log2(nrm / _DENSE_THETA))
+            cost_dense = (7.0 + 3.0 * sd) * nx ** 3 + 3.0 * nx * nx * np_
+            cost_sparse = SPARSE_WEIGHT * float(m) * float(s) * (Ai.shape[0] + 2.0 * nx) * np_
+            use_dense = cost_dense < cost_sparse
+        if s == 0:
+            for i in range(nx):
+                for j in range(np_):
+                    Sk1[i, j] = np.nan
+        elif use_dense:
+            # the dense march's step on the scattered matrices (pbsens.kernels.march)
+            _scatter(Ap, Ai, Ause, Adn)
+            for i in range(nx):
+                for j in range(np_):
+                    SBd[i, j] = Sk[i, j]
+            _scatter(Bp, Bi, B0, SBd[nx:])
+            if second:
+                _scatter(Bp, Bi, B1, B1n)
+                linalg.exp_phi12_into(Adn, h, EFF, ws)
+                steps.exp2_prepare_inplace(EFF, h)
+                steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
+            else:
+                linalg.exp_phi1_into(Adn, h, EF, ws)
+                steps.exp_step_stacked_into(EF, SBd, Sk1)
+            stats[2] += 1
+        else:
+            terms, s = expmv.expmv_apply(Ap, Ai, Ause, Bp, Bi, B0, Dd, second, h, mu, gsc, m, s, Sk, Sk1, T, T2)
+            stats[0] += terms
+            stats[1] += s
+        n_int[k] = 1
+        if out_index[k + 1] >= 0:
+            if not _finite_copy(Sk1, S_out[out_index[k + 1]]):
+                for i in range(nx):
+                    for j in range(np_):
+                        S[i, j] = Sk1[i, j]
+                return k
+    last = S0 if (K - 1) % 2 == 0 else S1
+    for i in range(nx):
+        for j in range(np_):
+            S[i, j] = last[i, j]
+    return STATUS_OK
+
+
+@_njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
+                tens, i8vec, ivec, ivec, i8), cache=True)
+def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
+                 n_int, stats, dense_max):
+    """March ``S`` over the grid ``t`` (states ``X``) with the exp or exp2 step, sparse Jacobians.
+
+    Parameters
+    ----------
+    jacs : the model's dense ``jacs_into`` (called only when ``gather == 1``).
+    jxd, jpd : the model's ``jac_x_data_into``, ``jac_p_data_into`` (called when ``gather == 0``).
+    t, X, p, c : grid, states (K, nx), parameters, model constants.
+    S : (nx, np), the initial sensitivity on entry, ``S(t[-1])`` on exit.
+    out_index : (K,), ``>= 0``: store ``S(t_k)`` in ``S_out[out_index[k]]``.
+    method : ``METHOD_EXP`` or ``METHOD_EXP2``.
+    Ap, Ai, Bp, Bi : CSR patterns of ``A`` (nx x nx) and ``B`` (nx x np).
+    branch, n_int : (K-1,) outputs (the exponential branch, 1).
+    stats : (3,) int64 output: Taylor terms summed (products with ``A``), scaling steps, and
+        intervals that took the dense step.
+    dense_max : the dense step is considered on models with at most this many states (its
+        ``O(nx^2)`` work arrays are allocated only then).
+
+    Returns
+    -------
+    int : :data:`STATUS_OK`; ``k >= 0``: ``S`` not finite after interval ``k``; ``-2 - k``:
+    with ``gather == 1``, a Jacobian entry outside the pattern at grid point ``k``.
+    """
+    nx, np_ = S.shape
+    nA = Ai.shape[0]
+    nB = Bi.shape[0]
+    Ad = np.zeros((2, nA))
+    Bd = np.zeros((2, nB))
+    Abar = np.zeros(nA)
+    Dd = np.zeros(nB)
+    SS = np.empty((4, nx, np_))
+    TT = np.empty((expmv.NV, max(nx, np_)))
+    dwork = np.empty(2 * (expmv.P_MAX + 2))
+    if gather == 1:
+        Adense = np.empty((nx, nx))
+        Bdense = np.empty((nx, np_))
+    else:
+        Adense = np.empty((0, 0))
+        Bdense = np.empty((0, 0))
+    nd = nx if dense_max >= nx else 0
+    Adn = np.empty((nd, nd))
+    EF = np.empty((nd, 2 * nd))
+    EFF = np.empty((nd, 3 * nd))
+    ws = linalg.workspace(nd)
+    SBd = np.empty((2 * nd, np_ if nd else 0))
+    B1n = np.empty((nd, np_ if nd else 0))
+    stats[0] = 0
+    stats[1] = 0
+    stats[2] = 0
+    return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
+                 n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
+                 SBd, B1n)
