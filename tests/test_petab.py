@@ -171,3 +171,26 @@ def test_from_petab_problem_object_equals_load():
     res = obj.evaluate()
     assert res.llh == pytest.approx(by_path.llh, abs=1e-12)
     assert np.allclose(res.gradient, by_path.gradient, rtol=1e-12, atol=1e-14)
+
+
+def test_zero_nominal_on_log_scale_loads_and_asks_for_theta(tmp_path):
+    """Lang_PLOSComputBiol2024 has estimated log-scale parameters with nominalValue 0: the
+    problem loads with a warning naming them; evaluations without theta say what is missing."""
+    name = "Boehm_JProteomeRes2014"
+    d = tmp_path / name
+    shutil.copytree(DATA / name, d)
+    pfile = d / f"parameters_{name}.tsv"
+    par = pd.read_csv(pfile, sep="\t")
+    par.loc[par["parameterId"] == "k_exp_hetero", "nominalValue"] = 0.0
+    par.to_csv(pfile, sep="\t", index=False)
+    with pytest.warns(pbsens.errors.PbsensWarning, match=r"k_exp_hetero.*row 3.*nominalValue|nominalValue.*k_exp_hetero"):
+        problem = pbpetab.load(d / f"{name}.yaml")
+    k = problem.parameter_ids.index("k_exp_hetero")
+    with pytest.raises(PbsensError, match="k_exp_hetero"):
+        problem.evaluate()
+    reference = pbpetab.load(DATA / name / f"{name}.yaml")
+    theta = reference.x_nominal
+    assert np.isfinite(theta[k])
+    assert abs(problem.evaluate(theta).llh - reference.evaluate(theta).llh) < 1e-9
+    with pytest.raises(PbsensError, match="k_exp_hetero"):
+        pbsens.sample(problem, chains=1, draws=2, burn_in=0)

@@ -167,7 +167,7 @@ def dispersed_starts(problem, chains, rng, *, method="exp2", scale=2.0, ridge=0.
     """
     post = UnboundedPosterior(problem.log_posterior(method=method, **(solver_options or {})), *support(problem.priors),
                               ridge=ridge)
-    c = problem.x_nominal if center is None else np.asarray(center, dtype=np.float64)
+    c = problem.nominal_theta() if center is None else np.asarray(center, dtype=np.float64)
     zc = post.transform.to_unbounded(c, margin=1e-6)
     lp, _, G = post.evaluate(zc)
     if not np.isfinite(lp):
@@ -359,7 +359,7 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
         z0, starts = dispersed_starts(problem, chains, rng0, method=method, scale=init_scale, ridge=ridge,
                                       center=theta0, solver_options=solver_options)
     elif theta0 is None:
-        starts = np.tile(problem.x_nominal, (chains, 1))
+        starts = np.tile(problem.nominal_theta(), (chains, 1))
     else:
         try:
             starts = np.array(theta0, dtype=np.float64)

@@ -635,12 +635,25 @@ def build_plan(problem, files, model, info):
     lower = scale(np.array(col("lowerBound"), dtype=np.float64), scales)
     upper = scale(np.array(col("upperBound"), dtype=np.float64), scales)
     nominal = scale(np.array(col("nominalValue"), dtype=np.float64), scales)
+    no_nominal = []
     for k, pid in enumerate(est_ids):
         r = list(par_df.index).index(pid)
         for name, arr in (("nominalValue", nominal), ("lowerBound", lower), ("upperBound", upper)):
-            if not math.isfinite(arr[k]):
-                raise PetabError(f"{_where(files, 'parameter', r, name)}: parameter {pid!r} needs a finite "
-                                 f"value on its scale, got {par_df.loc[pid, name]!r}")
+            if math.isfinite(arr[k]):
+                continue
+            if name == "nominalValue":   # e.g. 0 on a log scale (Lang_PLOSComputBiol2024): loadable,
+                no_nominal.append(f"{_where(files, 'parameter', r, name)}: {pid!r} = {par_df.loc[pid, name]}")
+                nominal[k] = np.nan      # but theta must then be given (Problem._theta says so)
+                continue
+            raise PetabError(f"{_where(files, 'parameter', r, name)}: parameter {pid!r} needs a finite "
+                             f"value on its scale, got {par_df.loc[pid, name]!r}")
+    if no_nominal:
+        import warnings
+
+        from ..errors import PbsensWarning
+        warnings.warn("estimated parameter(s) without a finite nominal value on their scale; the problem loads, "
+                      "but evaluations and samplers need an explicit theta: " + "; ".join(no_nominal),
+                      PbsensWarning, stacklevel=2)
     ptypes, pparams = [], []
     for k, pid in enumerate(est_ids):
         t = par_df.loc[pid, "objectivePriorType"] if "objectivePriorType" in par_df.columns else None

@@ -279,9 +279,18 @@ class Problem:
                 f"{len(self._plans)} conditions, {len(self._rows['measurement'])} measurements>")
 
     # ------------------------------------------------------------ evaluation
+    def nominal_theta(self):
+        """A copy of :attr:`x_nominal`; a :class:`PbsensError` naming the parameters whose
+        nominal value is not finite on their scale (a PEtab nominal of 0 on a log scale)."""
+        bad = [self.parameter_ids[i] for i in np.flatnonzero(~np.isfinite(self.x_nominal))]
+        if bad:
+            raise PbsensError(f"'theta' not given and the nominal value of {', '.join(map(repr, bad))} is not finite "
+                              "on its scale (parameter table, nominalValue): pass theta explicitly")
+        return self.x_nominal.copy()
+
     def _theta(self, theta):
         if theta is None:
-            return self.x_nominal.copy()
+            return self.nominal_theta()
         try:
             th = np.array(theta, dtype=np.float64).reshape(-1)
         except (TypeError, ValueError):
