@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from .spec import ModelSpec
-from .symbolic import _number, parse_expression
+from .symbolic import parse_equations, parse_expression
 
 __all__ = ["ChainModel", "derive_chain"]
 
@@ -155,16 +155,7 @@ def derive_chain(spec: ModelSpec) -> ChainModel:
                     grad[j] = s
         gx[v], gp[v] = rx, rp
 
-    f = [parse_expression(spec.odes[s], env, f"{model}: right-hand side of {s!r}") for s in spec.state_names]
-    h = [parse_expression(o.expression, env, f"{model}: output {o.name!r}") for o in spec.outputs]
-    penv = {q.name: ps[j] for j, q in enumerate(spec.parameters)}
-    x0 = []
-    for s in spec.states:
-        if isinstance(s.value, str):
-            x0.append(parse_expression(s.value, penv, f"{model}: initial value of {s.name!r} "
-                                                      "(may use parameters only)"))
-        else:
-            x0.append(_number(float(s.value)))
+    f, h, x0 = parse_equations(spec, env, ps)
 
     def jacobians(rows):
         Jx, Jp = {}, {}

@@ -257,6 +257,12 @@ def expand_definitions(spec: ModelSpec):
     (already expanded) expression, so later expressions see only ``t``, ``x``, ``p``.
     """
     t, xs, ps, env = environment(spec)
+    return (t, xs, ps) + parse_equations(spec, env, ps)
+
+
+def parse_equations(spec: ModelSpec, env, ps):
+    """``(rhs list, output list, x0 list)``: the right-hand sides and outputs parsed in ``env``
+    (names -> sympy expressions), the initial values in the parameters ``ps`` alone."""
     model = f"model {spec.name!r}"
     rhs = [parse_expression(spec.odes[s], env, f"{model}: right-hand side of {s!r}") for s in spec.state_names]
     outs = [parse_expression(o.expression, env, f"{model}: output {o.name!r}") for o in spec.outputs]
@@ -268,7 +274,7 @@ def expand_definitions(spec: ModelSpec):
                                                       "(may use parameters only)"))
         else:
             x0.append(_number(float(s.value)))
-    return t, xs, ps, rhs, outs, x0
+    return rhs, outs, x0
 
 
 def derive(spec: ModelSpec) -> SymbolicModel:
