@@ -18,7 +18,9 @@ of (affected species, reactant) (4 x 2) and in ``B``'s values of (affected speci
 import numpy as np
 from numba import njit
 
-from ..kernels.signatures import init_mat_sig, init_vec_sig, jacs_fn_sig, matrix_fn_sig, vector_fn_sig
+from ..kernels.signatures import init_vec_sig, jacs_fn_sig, matrix_fn_sig, vector_fn_sig
+# no outputs and x0 independent of p: the generic random linear system's functions serve as they are
+from .linear import dx0_dp_into, out_into, out_jac_p_into, out_jac_x_into  # noqa: F401 (model functions)
 
 __all__ = ["random_mass_action_model", "RS"]
 
@@ -135,24 +137,6 @@ def x0_into(p, c, out):
         out[i] = c[H + i]
 
 
-@njit(init_mat_sig, cache=True)
-def dx0_dp_into(p, c, S0):
-    S0[:, :] = 0.0
-
-
-@njit(vector_fn_sig, cache=True)
-def out_into(t, x, p, c, out):
-    return
-
-
-@njit(matrix_fn_sig, cache=True)
-def out_jac_x_into(t, x, p, c, H_):
-    return
-
-
-@njit(matrix_fn_sig, cache=True)
-def out_jac_p_into(t, x, p, c, H_):
-    return
 
 
 def _csr(entries, n_rows):
