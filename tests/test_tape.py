@@ -22,7 +22,7 @@ from pbsens.model.networks import random_mass_action
 from pbsens.model.spec import ModelSpec, Quantity, read_json_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PETAB = os.path.join(os.path.dirname(ROOT), "shared", "petab")
+PETAB = os.path.join(ROOT, "tests", "data", "petab")   # copies of the benchmark collection's files (BSD-3, LICENSE there)
 
 
 def _close(a, b, what, rtol=1e-12):
