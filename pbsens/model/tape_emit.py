@@ -54,6 +54,13 @@ class _Emitter:
         self.ops.append((op, len(self.ops), a, b))
         return len(self.ops) - 1
 
+    def _fold(self, op, args, emit):
+        """The binary ``op`` applied left to right over ``args``, each emitted by ``emit``."""
+        acc = emit(args[0])
+        for a in args[1:]:
+            acc = self._op(op, acc, float(emit(a)))
+        return acc
+
     def const(self, v):
         v = float(v)
         if not np.isfinite(v):
@@ -109,11 +116,7 @@ class _Emitter:
         if isinstance(e, sp.DiracDelta):
             return self.const(0.0)   # as the code printer: the solvers stop at steps in time
         if isinstance(e, (sp.Min, sp.Max)):
-            op = F.MIN if isinstance(e, sp.Min) else F.MAX
-            acc = self.emit(e.args[0])
-            for a in e.args[1:]:
-                acc = self._op(op, acc, float(self.emit(a)))
-            return acc
+            return self._fold(F.MIN if isinstance(e, sp.Min) else F.MAX, e.args, self.emit)
         if isinstance(e, sp.Derivative):
             raise ModelError(f"{self.where}: cannot generate code for the derivative {e}: the expression is "
                              "not differentiable in closed form (e.g. floor/ceiling of a state)")
@@ -131,11 +134,7 @@ class _Emitter:
         if c.is_Relational and c.rel_op in _REL:
             return self._op(_REL[c.rel_op], self.emit(c.lhs), float(self.emit(c.rhs)))
         if isinstance(c, (sp.And, sp.Or)):
-            op = F.AND if isinstance(c, sp.And) else F.OR
-            acc = self.cond(c.args[0])
-            for a in c.args[1:]:
-                acc = self._op(op, acc, float(self.cond(a)))
-            return acc
+            return self._fold(F.AND if isinstance(c, sp.And) else F.OR, c.args, self.cond)
         if isinstance(c, sp.Not):
             return self._op(F.NOT, self.cond(c.args[0]))
         raise ModelError(f"{self.where}: the tape backend cannot evaluate the condition {c}")
