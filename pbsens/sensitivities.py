@@ -102,6 +102,14 @@ def _switch_plan(model, trajectory, method_code, n_factor, n_max, eq_tol, norm_k
     return t, branch, n_int
 
 
+def _gap_ends(t, t_gaps):
+    """Per interval of the refined grid ``t``, the index in ``t`` of the end of the gap of
+    ``t_gaps`` (a subset of ``t``) it lies in."""
+    pos = np.searchsorted(t, t_gaps)                   # the gap points' indices in t
+    j = np.searchsorted(t_gaps, t[:-1], side="right")  # the gap each interval ends in
+    return np.ascontiguousarray(pos[np.minimum(j, t_gaps.size - 1)], dtype=np.int64)
+
+
 def _child_plan(parent_plan, t):
     """The switch's plan for a refinement ``t`` of the planned grid: every sub-interval takes
     its parent's branch; PBS sub-intervals (only where output times were merged in) their
@@ -120,7 +128,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                   substeps=None, estimate_error=False,
                   sens_rtol=None, sens_atol=None, state_error="auto", max_refine=12, max_split=64,
                   max_grid_factor=200, max_substeps=10_000_000, tighten_states=True,
-                  linalg="auto") -> SensitivityResult:
+                  linalg="auto", freeze=1.0) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
     Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
@@ -250,6 +258,15 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         ``"auto"`` (default): sparse for ``exp``/``exp2`` when the model has at least
         ``pbsens.sparse_path.SPARSE_MIN_STATES`` states and ``A``'s density is at most
         ``SPARSE_MAX_DENSITY`` (docs/PERFORMANCE.md), else dense.
+    freeze : float
+        ``method="exp2"`` on a grid refined with ``substeps`` (dense linear algebra, no
+        ``sens_rtol``): over a gap ``[t_a, t_e]`` of the state solver's grid that the
+        refinement split, exponentiate ``(A(t_a) + A(t_e))/2`` on every part (one matrix
+        function per gap when the parts are equal; ``B`` still at every refined point) where
+        ``||A(t_e) - A(t_a)||_F ||S(t_a)||_F <= freeze ||B(t_e) - B(t_a)||_F``: the change of
+        the forcing ``A S + B`` over the gap is mostly ``B``'s, which the refinement resolves
+        (METHOD.md section 13). Default 1 (measured on PKA, CaMKII, Chua: docs/PERFORMANCE.md);
+        0 or False: every interval its own matrix; ``inf``: freeze every refined gap.
 
     Returns
     -------
@@ -287,6 +304,9 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         substeps = _positive(substeps, "substeps", integer=True)
     if not isinstance(estimate_error, (bool, np.bool_)):
         raise PbsensError(f"'estimate_error' must be True or False, got {estimate_error!r}")
+    if not isinstance(freeze, (bool, np.bool_, int, float, np.integer, np.floating)) or not freeze >= 0:
+        raise PbsensError(f"'freeze' must be a non-negative number (or inf), got {freeze!r}")
+    freeze = float(freeze)
     if sens_rtol is not None:
         sens_rtol = _positive(sens_rtol, "sens_rtol")
         sens_atol = 0.0 if sens_atol is None else float(_nonnegative(sens_atol, "sens_atol"))
@@ -321,11 +341,13 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     sol = None
     solver_info = {}
     parent_plan = None
+    t_gaps = None
     if isinstance(trajectory, Trajectory):
         if substeps is None:
             substeps = DEFAULT_SUBSTEPS.get(trajectory.method, 1) if trajectory.sol is not None else 1
         if substeps != 1:
             t0 = time.perf_counter()
+            t_gaps = trajectory.t     # the solver's grid (outputs merged): the gaps the refinement splits
             only = None
             if method in _SWITCH_METHODS and interpolation != "dense" and sens_rtol is None:
                 # the switch decided on the solver's grid; only the exponential intervals are
@@ -402,9 +424,10 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     interp = codes.INTERP_CODES[interpolation]
     scale_atol = _scale_atol(solver_info.get("atol", atol) if solver_info else atol)
 
-    def run(tg, xg, oi, n_out, dense=None, plan_in=None):
+    def run(tg, xg, oi, n_out, dense=None, plan_in=None, gap_end=None):
         """March over the grid ``tg`` (states ``xg``), storing S where ``oi >= 0``; ``plan_in``:
-        the switch's (branch, n_int) per interval, decided beforehand."""
+        the switch's (branch, n_int) per interval, decided beforehand; ``gap_end``: per interval,
+        the index of its solver gap's end (exp2 freezing), None: none frozen."""
         dense = sol if dense is None else dense
         K = tg.size
         if plan_in is None:
@@ -445,7 +468,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             planned = 1
         status = bound_march(tg, xg, p, model.constants, S_run, oi, code, n_factor, n_max, eq_tol, norm_kind,
                              interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                             scale_atol, max_substeps=max_substeps)
+                             scale_atol, max_substeps=max_substeps, gap_end=gap_end,
+                             freeze=freeze)
         if status >= 0:
             raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
                               f"[{tg[status]:.6g}, {tg[status + 1]:.6g}] (method {method!r}); the Jacobians may "
@@ -456,9 +480,12 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     n_split = 0
     E_est = E_par = None
     S_plain = None       # with an extrapolated result: the un-extrapolated march, for the state part
+    gap_end = None
+    if freeze > 0 and method == "exp2" and t_gaps is not None and t_gaps.size < t.size and not use_sparse:
+        gap_end = _gap_ends(t, t_gaps)
     if sens_rtol is None:
         plan_in = None if parent_plan is None else _child_plan(parent_plan, t)
-        S_out, branch, n_int, reused = run(t, x, out_index, t_out.size, plan_in=plan_in)
+        S_out, branch, n_int, reused = run(t, x, out_index, t_out.size, plan_in=plan_in, gap_end=gap_end)
         timings["sensitivities"] = time.perf_counter() - t0
         if estimate_error:
             t1 = time.perf_counter()
@@ -567,7 +594,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         if E_est is not None:
             E_est = E_est + E_state
     options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
-                   reuse_tol=reuse_tol, substeps=substeps or 1, linalg="sparse" if use_sparse else "dense")
+                   reuse_tol=reuse_tol, substeps=substeps or 1, linalg="sparse" if use_sparse else "dense",
+                   freeze=gap_end is not None)
     options.update(solver_info or {"solver": solver if "states" in timings else None,
                                    "rtol": rtol if "states" in timings else None,
                                    "atol": atol if "states" in timings else None})

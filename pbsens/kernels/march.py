@@ -212,11 +212,11 @@ def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens, f8, i8), cache=True,
+         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens, f8, i8, ivec, f8), cache=True,
       _nrt=False)
 def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                 interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps):
+                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps, gap_end, freeze):
     """The body of :func:`march`, given its work arrays (no allocation, no reference counting)."""
     K, nx = X.shape
     np_ = p.shape[0]
@@ -228,6 +228,10 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
     T1 = Wp[3]
     Abar = Wn[5]
     Ac = Wn[6]                       # the matrix the cached E, F (F2) belong to ...
+    Ae = Wn[7]                       # A at the end of the refined gap (freezing, exp2)
+    Agap = Wn[8]                     # (A_a + A_e)/2 of a frozen gap
+    Be = Wp[4]                       # B at the end of the refined gap
+    frozen = False
     hc = 0.0                         # ... with this step
     norm_c = 0.0
     have_exp = False
@@ -314,7 +318,22 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
             # exponential step: (3.10) with A_k, or exp2 with (A_k + A_k+1)/2; the matrix
             # exponentiated is the key under which E, F (F2) are reused
             second_order = method == METHOD_EXP2 or method == METHOD_PBSR2
-            if second_order:
+            e = gap_end[k]
+            if method == METHOD_EXP2 and e != k + 1 and (k == 0 or gap_end[k - 1] != e):
+                # first interval of a refined gap [t_k, t_e]: freeze the matrix over the gap where the
+                # change of A S is at most the change of B (METHOD.md section 13)
+                jacs(t[e], X[e], p, c, Ae, Be)
+                dA = _norm_diff(Ae, A0, 2, cs)
+                frozen = freeze == math.inf or dA * linalg.matrix_norm(Sk, 2) <= freeze * _norm_diff(Be, B0, 2, cs)
+                if frozen:
+                    a0, ae, ag = flat(A0), flat(Ae), flat(Agap)
+                    for i in range(ag.shape[0]):
+                        ag[i] = 0.5 * (a0[i] + ae[i])
+            elif e == k + 1:
+                frozen = False
+            if second_order and frozen:
+                key = Agap
+            elif second_order:
                 a0, a1, abar = flat(A0), flat(A1), flat(Abar)
                 for i in range(abar.shape[0]):
                     abar[i] = 0.5 * (a0[i] + a1[i])
@@ -364,10 +383,10 @@ def _njit_quiet(sig, **options):
 
 
 @_njit_quiet(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-                f8, tens, i8vec, ivec, i8vec, f8, i8), cache=True)
+                f8, tens, i8vec, ivec, i8vec, f8, i8, ivec, f8), cache=True)
 def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
           interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused, scale_atol,
-          max_substeps):
+          max_substeps, gap_end, freeze):
     """March ``S`` over the grid ``t`` with states ``X`` (Algorithms 1-3).
 
     Parameters
@@ -403,6 +422,15 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     max_substeps : int
         Bound on the total number of PBS sub-steps of the march, checked before an
         interval is refined (a bound on work: ``n_factor h ||A||`` can be huge).
+    gap_end : (K-1,) int64
+        Per interval, the grid index of the end of the state solver's gap it lies in
+        (``k + 1`` for an interval that is a whole gap). ``exp2`` freezes the
+        exponentiated matrix over a gap ``[t_a, t_e]`` split into several intervals,
+        ``(A(t_a) + A(t_e))/2`` on every one of them (one matrix function per gap when
+        the parts are equal; ``B`` still at every grid point), where
+        ``||A(t_e) - A(t_a)||_F ||S(t_a)||_F <= freeze ||B(t_e) - B(t_a)||_F``.
+    freeze : float
+        The factor of that test (0: never freeze; ``inf``: always, on refined gaps).
 
     Returns
     -------
@@ -420,8 +448,8 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     # [S_k; B_k] stacked in slot g, so that an exponential step is one product into
     # the S rows of slot 1-g (whose B rows hold B_k+1). B_k is SB[g][nx:].
     SB = np.empty((2, 2 * nx, np_))
-    Wn = np.empty((7, nx, nx))       # n x n work matrices (names in _march_loop)
-    Wp = np.empty((4, nx, np_))      # n x np work matrices
+    Wn = np.empty((9, nx, nx))       # n x n work matrices (names in _march_loop)
+    Wp = np.empty((5, nx, np_))      # n x np work matrices
     V = np.empty((4, nx))            # vectors
     cs = np.empty(max(nx, np_))      # column sums of the switch's 1-norms
     EF = np.empty((nx, 2 * nx))      # [E | F] for the exp step
@@ -429,7 +457,7 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     ws = linalg.workspace(nx)
     return _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                        interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps)
+                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps, gap_end, freeze)
 
 
 class _Compiled(types.WrapperAddressProtocol):
@@ -475,8 +503,10 @@ def bind(fns):
     jacs_into = _Compiled(fns.jacs_into, jacs_fn_sig)
     rhs_into = _Compiled(fns.rhs_into, vector_fn_sig)
 
-    def bound_march(*args, max_substeps=MAX_SUBSTEPS):
-        status = march(jacs_into, rhs_into, *args, check_max_substeps(max_substeps))
+    def bound_march(*args, max_substeps=MAX_SUBSTEPS, gap_end=None, freeze=0.0):
+        if gap_end is None:     # every interval its own gap: nothing is frozen
+            gap_end = np.arange(1, args[0].size, dtype=np.int64)
+        status = march(jacs_into, rhs_into, *args, check_max_substeps(max_substeps), gap_end, float(freeze))
         if status <= -2:
             k = -2 - status
             t, n_int = args[0], args[18]
