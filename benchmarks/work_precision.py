@@ -9,8 +9,10 @@ output times, for
     LSODA + exp2      sensitivities(m, t_span=..., t_eval=ts, method="exp2", solver="LSODA")
     LSODA + exp       (for the pbsr2 / exp ratio)
     LSODA + pbsr2
-    rodas5p + exp2    sensitivities(..., solver="rodas5p"): grid refined, DEFAULT_SUBSTEPS; the
-                      solve ends a step at every 8th output time (stop_at_outputs default)
+    rodas5p + exp2    sensitivities(..., solver="rodas5p"): grid refined, DEFAULT_SUBSTEPS, the
+                      exponentiated matrix frozen per solver gap where B drives the change
+                      (freeze=1 default, METHOD.md section 13); the solve ends a step at every
+                      8th output time (stop_at_outputs default)
     rodas5p + exp2 m1 the same on the solver's own grid (substeps=1)
     rodas5p + exp
     rodas5p + pbsr2
@@ -135,7 +137,7 @@ def main():
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     lines = [f"Median of {args.repeats} interleaved calls after warm-up ({args.clock} time), gc off; 201 output times; "
              f"atol = rtol/10; rodas5p + exp2 refines the grid to at most 1/{DEFAULT_SUBSTEPS['rodas5p']} "
-             "of each accepted step (`substeps` default), m1 = no refinement. E: relative error of S vs Radau FS (rtol 1e-10).", "",
+             "of each accepted step (`substeps` default; freeze default), m1 = no refinement. E: relative error of S vs Radau FS (rtol 1e-10).", "",
              "| model | rtol | config | time [ms] | median E | max E | grid |",
              "|---|---|---|---:|---:|---:|---:|"]
     for model in args.models:
