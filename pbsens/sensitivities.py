@@ -481,7 +481,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     E_est = E_par = None
     S_plain = None       # with an extrapolated result: the un-extrapolated march, for the state part
     gap_end = None
-    if freeze > 0 and method == "exp2" and t_gaps is not None and t_gaps.size < t.size and not use_sparse:
+    if (freeze > 0 and method == "exp2" and t_gaps is not None and t_gaps.size < t.size and not use_sparse
+            and sens_rtol is None):
         gap_end = _gap_ends(t, t_gaps)
     if sens_rtol is None:
         plan_in = None if parent_plan is None else _child_plan(parent_plan, t)
@@ -563,7 +564,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                           "error_estimate covers the sensitivity march only", AccuracyWarning, stacklevel=2)
     state_factor = 1.0
     if x_t is not None:
-        S_t = run(t, x_t, out_index, t_out.size, dense=sol_t)[0]
+        S_t = run(t, x_t, out_index, t_out.size, dense=sol_t, gap_end=gap_end)[0]   # the same march
         # the state part compares the same march on both states (an extrapolated S_out against the
         # plain march on tight states would count the discretization error as the states')
         S_base = S_out if S_plain is None else S_plain
@@ -575,7 +576,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             if state_factor > 10.0:
                 try:
                     x_f, sol_f = error_estimate.tight_states(model, trajectory, t, factor=state_factor)
-                    S_f = run(t, x_f, out_index, t_out.size, dense=sol_f)[0]
+                    S_f = run(t, x_f, out_index, t_out.size, dense=sol_f, gap_end=gap_end)[0]
                 except PbsensError:
                     state_factor = 10.0
                     E_new = E_state / state_factor
