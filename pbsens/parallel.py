@@ -333,9 +333,10 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
     list
         One entry per item: its result, or a :class:`TaskFailure`.
     """
-    items = list(items)
+    if not (isinstance(items, np.ndarray) and items.ndim >= 1):
+        items = list(items)     # a 2-D array stays one: each chunk travels as one block of rows
     n = _check_workers(n_workers)
-    if not items:
+    if len(items) == 0:
         return []
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
@@ -345,8 +346,8 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
     c = close = None
     resident = None
     if client is not None:
-        from .dask_backend import _dask_run, _dask_worker_threads, _dask_workers, _resident_run, \
-            _resolve_client, _worth_scattering
+        from .dask_backend import _dask_run, _dask_worker_threads, _dask_workers, _forget_workers, \
+            _resident_run, _resolve_client, _worth_scattering
         c, close = _resolve_client(client, n_workers)
         if dispatch == "tasks":
             n = _dask_workers(c)
@@ -374,8 +375,13 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
         try:
             if resident is not None:
                 if not resident:
+                    _forget_workers(c)
                     raise PbsensError("'client': the dask cluster has no workers")
-                raw = _resident_run(c, fn, context, chunks, resident, poll)
+                try:
+                    raw = _resident_run(c, fn, context, chunks, resident, poll)
+                except BaseException:
+                    _forget_workers(c)
+                    raise
             else:
                 raw = _dask_run(c, fn, context, chunks, poll)
         finally:
@@ -504,7 +510,7 @@ def evaluate_many(problem, thetas, *, client=None, n_workers=None, chunk_size=No
                           f"{np.flatnonzero(~np.all(np.isfinite(th), axis=1)).tolist()[:10]}")
     if client is None and n_workers == 1:   # in this process: no reload needed
         return _map_here(lambda t: problem.evaluate(t, **options), th, errors, "evaluations")
-    res = map_tasks(_evaluate_item, (problem_recipe(problem), options), list(th), client=client,
+    res = map_tasks(_evaluate_item, (problem_recipe(problem), options), th, client=client,
                     n_workers=n_workers, chunk_size=chunk_size, dispatch=dispatch)
     return _finish(res, errors, "evaluations")
 
@@ -551,6 +557,6 @@ def sensitivities_many(model, ps, *, client=None, n_workers=None, chunk_size=Non
     if client is None and n_workers == 1:
         from .sensitivities import sensitivities
         return _map_here(lambda p: sensitivities(model, p=p, **kwargs), P, errors, "sensitivity solves")
-    res = map_tasks(_sensitivities_item, (model_recipe(model), kwargs), list(P), client=client,
+    res = map_tasks(_sensitivities_item, (model_recipe(model), kwargs), P, client=client,
                     n_workers=n_workers, chunk_size=chunk_size, dispatch=dispatch)
     return _finish(res, errors, "sensitivity solves")
