@@ -24,7 +24,10 @@ its per-mode table (median wall, per evaluation, CPU seconds per batch of this p
 -- client, and the dask schedulers and nannies of the LocalClusters -- and of each
 worker) and its speed-ups ``processes-1 / processes-2``, ``serial / processes-2``,
 ``dask-1 / dask-2`` (medians of the same run). ``--runs N`` repeats that and ends with
-each speed-up's median and range over the runs.
+each speed-up's median and range over the runs. Beside the wall-time speed-ups each run
+prints the same ratios from CPU seconds (the wall time on 2 dedicated cores,
+``max(largest worker CPU, all CPU / 2)``), which other users of a shared machine change
+less than the wall times.
 
 Then, once: the fixed cost of a batch (the same chunks with tasks that do nothing;
 wall median and CPU per batch), where the time of a 2-worker batch goes (task seconds
@@ -123,6 +126,13 @@ def _cpu(pids):
         except psutil.Error:
             out.append(float("nan"))
     return np.array(out)
+
+
+def _dedicated(cpu, n_workers, ncpu=2):
+    """Wall seconds a batch would take on ``ncpu`` dedicated cores, from its CPU seconds
+    (this process, then each worker): ``max(largest worker CPU, all CPU / ncpu)``."""
+    workers = cpu[1:1 + n_workers] if n_workers else cpu[:1]
+    return max(float(np.max(workers)), float(np.nansum(cpu)) / ncpu)
 
 
 def _load():
@@ -224,7 +234,11 @@ def main(argv=None):
             ratios = {f"{a} / {b}": statistics.median(out[a][0]) / statistics.median(out[b][0])
                       for a, b in RATIOS if a in out and b in out}
             per_run.append(ratios)
-            print("  speed-ups: " + "; ".join(f"{k} = {v:.2f}x" for k, v in ratios.items()))
+            print("  speed-ups (wall, medians): " + "; ".join(f"{k} = {v:.2f}x" for k, v in ratios.items()))
+            print("  from CPU seconds (wall on 2 dedicated cores = max(largest worker CPU, all CPU / 2); what "
+                  "the other users of the machine change least): " + "; ".join(
+                      f"{a} / {b} = {_dedicated(out[a][1], nw[a]) / _dedicated(out[b][1], nw[b]):.2f}x"
+                      for a, b in RATIOS if a in out and b in out))
             print(f"  load average at the end {_load()}")
         if args.runs > 1:
             print(f"\nspeed-ups over {args.runs} runs, median [min, max]:")
