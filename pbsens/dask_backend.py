@@ -12,8 +12,8 @@ Two ways to run chunks on a dask cluster:
   direct call to an actor (one request and its reply; through the scheduler's proxy
   unless the client was made with ``direct_to_workers=True``), with the result in
   the reply. No task enters the scheduler's graph. Chunks go to whichever actor is
-  free, two calls queued per actor so that it never waits for a message; by default
-  a batch is one chunk per worker (one call each), since on a machine no larger than
+  free, one call at a time per actor; by default a batch is one chunk per worker (one
+  call each), since on a machine no larger than
   the cluster every call's CPU (client, scheduler, the worker's event loop) is taken
   from the evaluations: measured on 2 shared cores, an empty batch of 8 chunks cost
   about 50 ms of CPU, as much as dask tasks.
@@ -270,9 +270,9 @@ def _drop_actor(client, address):
 
 
 async def _resident_async(actors, fn, context, chunks, in_flight, poll):
-    """Chunks to actors as they free up (``in_flight`` calls queued per actor, so an actor
-    never waits for the next message); results per chunk, ``("died", why)`` for the
-    chunks of an actor whose worker could not be reached or died."""
+    """Chunks to actors as they free up (``in_flight`` calls at a time per actor); results
+    per chunk, ``("died", why)`` for the chunks of an actor whose worker could not be
+    reached or died."""
     import asyncio
     results = [None] * len(chunks)
     todo = list(range(len(chunks)))[::-1]
@@ -312,8 +312,14 @@ async def _resident_async(actors, fn, context, chunks, in_flight, poll):
     return results, alive
 
 
-def _resident_run(client, fn, context, chunks, addresses, poll=None, in_flight=2):
-    """Results per chunk on dask through :class:`_Resident` actors (see :func:`map_tasks`)."""
+def _resident_run(client, fn, context, chunks, addresses, poll=None, in_flight=1):
+    """Results per chunk on dask through :class:`_Resident` actors (see :func:`map_tasks`).
+
+    One call at a time per actor: with a second call queued, a worker that dies in its
+    second chunk may take the first chunk's reply with it (the actor thread starts the
+    next chunk while the event loop is still sending the reply), and both chunks would be
+    reported killed. The default chunking is one chunk per worker, so nothing waits.
+    """
     addresses, actors = _resident_actors(client, addresses)
     results, alive = client.sync(_resident_async, actors, fn, context, chunks, in_flight, poll)
     if len(alive) < len(actors):

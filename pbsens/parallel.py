@@ -139,9 +139,49 @@ def worker_model(recipe):
     return _cached("model", recipe, _build_model)
 
 
+class _Results(list):
+    """A chunk's ``[("ok", value) | ("err", message, traceback)]``, pickled compactly when every
+    value is an :class:`~pbsens.problems.EvaluationResult`: each attribute's arrays as one
+    stacked array (pickling 32 results attribute by attribute, five small arrays each,
+    cost 2 ms of CPU per chunk, sender and receiver together; stacked, 0.3 ms)."""
+
+    def __reduce__(self):
+        from .problems.problem import EvaluationResult
+        oks = [i for i, r in enumerate(self) if r[0] == "ok"]
+        vals = [self[i][1] for i in oks]
+        if not vals or any(type(v) is not EvaluationResult for v in vals):
+            return (_Results, (list(self),))
+        dicts = [object.__getattribute__(v, "__dict__") for v in vals]
+        names = list(dicts[0])
+        if any(list(d) != names for d in dicts):
+            return (_Results, (list(self),))
+        cols = []
+        for name in names:
+            col = [d[name] for d in dicts]
+            x0 = col[0]
+            if isinstance(x0, np.ndarray) and all(isinstance(x, np.ndarray) and x.shape == x0.shape
+                                                  and x.dtype == x0.dtype for x in col):
+                cols.append(np.stack(col))
+            else:
+                cols.append(col)
+        return (_unpack_results, (len(self), oks, names, cols, [(i, r) for i, r in enumerate(self) if r[0] != "ok"]))
+
+
+def _unpack_results(n, oks, names, cols, others):
+    from .problems.problem import EvaluationResult
+    out = [None] * n
+    for k, i in enumerate(oks):
+        r = EvaluationResult.__new__(EvaluationResult)
+        r.__dict__.update(zip(names, (c[k] for c in cols)))
+        out[i] = ("ok", r)
+    for i, r in others:
+        out[i] = r
+    return _Results(out)
+
+
 def _run_chunk(fn, context, items):
     """Run ``fn(context, item)`` per item; ``[("ok", value) | ("err", message, traceback)]``."""
-    out = []
+    out = _Results()
     for it in items:
         try:
             out.append(("ok", fn(context, it)))

@@ -126,3 +126,36 @@ def test_resident_raising_item_and_closure_results(two_workers):
     assert [out[k] for k in (0, 1, 3, 4)] == [0.0, 4.0, 12.0, 16.0]
     fns = parallel.map_tasks(_closure_result, 10, [1, 2, 3], client=two_workers, dispatch="resident")
     assert [f() for f in fns] == [11, 12, 13]
+
+
+def _evaluation(k, with_gradient=True):
+    from pbsens.problems.problem import EvaluationResult
+    rng = np.random.default_rng(k)
+    return EvaluationResult(llh=-float(k), chi2=2.0 * k, gradient=rng.standard_normal(3) if with_gradient else None,
+                            fim=rng.standard_normal((3, 3)) if with_gradient else None, simulations=None,
+                            timing={"c1": 0.1 * k, "total": 0.2 * k}, theta=rng.standard_normal(3),
+                            residuals=rng.standard_normal(5), sigmas=np.full(5, 1.0 + k))
+
+
+@pytest.mark.parametrize("gradients", [(True, True, True), (True, False, True)])
+def test_chunk_results_pickle_compactly_and_come_back_equal(gradients):
+    import pickle
+    chunk = parallel._Results([("ok", _evaluation(k, g)) for k, g in enumerate(gradients)])
+    chunk.insert(1, ("err", "ValueError: bad", "Traceback ..."))
+    back = pickle.loads(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL))
+    assert len(back) == 4 and back[1] == ("err", "ValueError: bad", "Traceback ...")
+    for k, g in enumerate(gradients):
+        ref, got = _evaluation(k, g), back[k + (k >= 1)][1]
+        assert back[k + (k >= 1)][0] == "ok" and type(got) is type(ref)
+        assert got.llh == ref.llh and got.chi2 == ref.chi2 and got.timing == ref.timing
+        assert got.simulations is None
+        for name in ("gradient", "fim", "theta", "residuals", "sigmas"):
+            a, b = getattr(ref, name), getattr(got, name)
+            if a is None:
+                assert b is None
+            else:
+                np.testing.assert_array_equal(b, a)
+    other = parallel._Results([("ok", {"a": np.ones(2)}), ("ok", {"a": np.zeros(2)})])
+    again = pickle.loads(pickle.dumps(other))
+    assert [x[0] for x in again] == ["ok", "ok"]
+    assert [x[1]["a"].tolist() for x in again] == [[1.0, 1.0], [0.0, 0.0]]
