@@ -213,6 +213,8 @@ def _worker_main(conn):
 # ------------------------------------------------------------------ local process pool
 PIPELINE_BYTES = 16_384   # a second chunk is queued to a busy worker only when its message is
                           # this small: it then fits the pipe's buffer and sending never blocks
+PIPELINE_SECONDS = 0.5    # ... and only after the worker answered a chunk within this time: long
+                          # chunks (chains) go to whichever worker is free, not queued behind one
 
 
 class _Worker:
@@ -222,6 +224,7 @@ class _Worker:
         self.proc.start()
         child.close()
         self.busy = []     # chunk numbers sent and not answered, in the order sent
+        self.since = 0.0   # when its current chunk started (sent to it idle, or the previous answered)
 
     def stop(self):
         try:
@@ -248,8 +251,9 @@ class _LocalPool:
         """Results per chunk (a list per chunk, or ``("died", exitcode)``).
 
         Chunks go to whichever worker is free, in input order; a worker busy with one
-        chunk gets its next one queued (up to ``in_flight``, if the message is at most
-        :data:`PIPELINE_BYTES`), so that it does not wait a round trip between chunks.
+        chunk gets its next one queued (up to ``in_flight``), so that it does not wait a
+        round trip between chunks, once it has answered a chunk within
+        :data:`PIPELINE_SECONDS` and if the message is at most :data:`PIPELINE_BYTES`.
         """
         from multiprocessing.reduction import ForkingPickler
         results = [None] * len(chunks)
@@ -261,12 +265,15 @@ class _LocalPool:
                 msgs[c] = bytes(ForkingPickler.dumps((c, fn, context, chunks[c])))
             return msgs[c]
 
+        fast = set()     # workers (by id) whose last chunk came back within PIPELINE_SECONDS
         with self.lock:
             while todo or any(w.busy for w in self.workers):
                 for w in self.workers:
-                    while todo and (not w.busy or (len(w.busy) < in_flight
+                    while todo and (not w.busy or (id(w) in fast and len(w.busy) < in_flight
                                                    and len(message(todo[-1])) <= PIPELINE_BYTES)):
                         c = todo.pop()
+                        if not w.busy:
+                            w.since = time.perf_counter()
                         w.busy.append(c)
                         try:
                             w.conn.send_bytes(message(c))
@@ -288,6 +295,12 @@ class _LocalPool:
                         if res is not None:
                             results[tag] = res
                             w.busy.remove(tag)
+                            now = time.perf_counter()
+                            if now - w.since <= PIPELINE_SECONDS:
+                                fast.add(id(w))
+                            else:
+                                fast.discard(id(w))
+                            w.since = now
                             continue
                     if w.proc.sentinel in ready or not w.proc.is_alive():
                         w.proc.join(timeout=5)

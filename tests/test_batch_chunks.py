@@ -34,6 +34,12 @@ def _raise_on(context, row):
     return float(row[0]) * 2.0
 
 
+def _sleep_pid(context, seconds):
+    import time
+    time.sleep(seconds)
+    return os.getpid()
+
+
 def _closure_result(context, item):
     return lambda: item + context      # pickle cannot carry it, cloudpickle can
 
@@ -81,6 +87,15 @@ def test_processes_worker_killed_with_a_chunk_queued_behind():
     assert [out[k] for k in range(20) if k not in (8, 9)] == [4.0 * k for k in range(20) if k not in (8, 9)]
     again = parallel.map_tasks(_exit_on, -1.0, rows, n_workers=2, processes=True)   # pool replaced its worker
     assert again == [4.0 * k for k in range(20)]
+
+
+def test_processes_long_chunks_are_not_queued_behind_a_busy_worker():
+    # chunks that take longer than PIPELINE_SECONDS go to whichever worker is free: the
+    # worker that takes the long item (2) must not get item 3 queued behind it
+    assert parallel.PIPELINE_SECONDS < 0.7
+    pids = parallel.map_tasks(_sleep_pid, None, [0.7, 0.7, 2.5, 0.7, 0.7], n_workers=2, processes=True,
+                              chunk_size=1)
+    assert pids[3] == pids[4] != pids[2]
 
 
 def test_processes_raising_item_kept_apart():
