@@ -1,36 +1,45 @@
 """Batches of llh + gradient on Boehm: 1 vs 2 workers, local processes and dask.
 
-``Problem.evaluate_many`` over 64 parameter vectors (nominal + N(0, 0.05^2) on
-the parameter scale), ``exp2``, llh + gradient + FIM. Timed, each as the median
-of ``--repeats`` runs after one warm-up run (workers started, problem loaded):
+``Problem.evaluate_many`` over 64 parameter vectors (nominal + N(0, 0.05^2) on the
+parameter scale), ``exp2``, llh + gradient + FIM, wall time of the whole batch. Modes:
 
 * ``serial``: one by one in this process (``n_workers=1``);
 * ``processes-1`` / ``processes-2``: a pool of 1 / 2 spawned worker processes;
-* ``dask-1`` / ``dask-2``: a ``distributed.LocalCluster`` of 1 / 2 single-threaded
-  worker processes (``pbsens.parallel.local_cluster``: dask's profiler off and its
-  periodic callbacks slowed, unless ``--dask-defaults``), ``evaluate_many``'s default dispatch there (``"resident"``: one
-  actor per worker, direct calls; the Client is made with ``direct_to_workers=True``
-  unless ``--proxy``);
-* ``dask-tasks-1`` / ``dask-tasks-2``: the same clusters with ``dispatch="tasks"``
-  (one dask task per chunk, one gather), the wave-4 path.
+* ``dask-1`` / ``dask-2``: a ``distributed.LocalCluster`` of 1 / 2 single-threaded worker
+  processes (``pbsens.parallel.local_cluster``: dask's profiler off and its periodic
+  callbacks slowed, unless ``--dask-defaults``), ``evaluate_many``'s default dispatch
+  there (``"resident"``: one actor per worker, one direct call per worker and batch;
+  the Client is made with ``direct_to_workers=True`` unless ``--proxy``);
+* ``dask-tasks-1`` / ``dask-tasks-2`` (with ``--tasks``): the same clusters with
+  ``dispatch="tasks"`` (one dask task per chunk, one gather).
 
-The speed-up is ``serial / processes-2`` and ``dask-1 / dask-2`` (same run).
-The machine is shared, so beside the wall times the script reports CPU seconds per
-batch (mean over the repeats, psutil, 10 ms ticks): of this process (client, and the
-dask scheduler and nannies of a LocalCluster) and of each worker process, and from
-them the wall time the batch would take on 2 dedicated cores,
-``max(largest worker CPU, all CPU / 2)``, and the speed-ups from that estimate (what
-the other users of the machine do not change, except through caches and clock).
-The load average is printed at the start and the end.
+Every pool and cluster is started, and the problem loaded in its workers, before
+anything is timed (a user keeps them for many batches). The modes are then timed
+**interleaved**: each repeat runs every mode once, in a rotating order, so that all
+modes see the same machine (on a shared machine the speed of a core moves by a factor
+1.5 within seconds; timed one after the other, the 1- and 2-worker rows saw different
+machines). The idle clusters stay up meanwhile (with the quiet settings about 2 % of a
+core each). A run is ``--repeats`` such rounds after one warm-up round; each run prints
+its per-mode table (median wall, per evaluation, CPU seconds per batch of this process
+-- client, and the dask schedulers and nannies of the LocalClusters -- and of each
+worker) and its speed-ups ``processes-1 / processes-2``, ``serial / processes-2``,
+``dask-1 / dask-2`` (medians of the same run). ``--runs N`` repeats that and ends with
+each speed-up's median and range over the runs. Beside the wall-time speed-ups each run
+prints the same ratios from CPU seconds (the wall time on 2 dedicated cores,
+``max(largest worker CPU, all CPU / 2)``), which other users of a shared machine change
+less than the wall times.
 
-Also measured once: a worker's first-call time (start, import, load the
-problem with its compiled model from pbsens's on-disk cache, first evaluation)
-against the same in a fresh process with an empty cache directory
-(``PBSENS_CACHE_DIR``), where the model is generated and compiled again.
+Then, once: the fixed cost of a batch (the same chunks with tasks that do nothing;
+wall median and CPU per batch), where the time of a 2-worker batch goes (task seconds
+per worker, busy share = task seconds / (workers x wall)), and (unless
+``--no-first-call``) a worker's first-call time (start, import, load the problem with
+its compiled model from pbsens's on-disk cache, first evaluation) against the same
+with an empty cache directory (``PBSENS_CACHE_DIR``). The load average is printed at
+the start and the end of each run.
 
 Run from the repository root::
 
-    python -m benchmarks.bench_batch [--repeats 5] [--n 64] [--chunk-size K]
+    python -m benchmarks.bench_batch [--runs 3] [--repeats 7] [--n 64] [--tasks] [--no-first-call]
 """
 from __future__ import annotations
 
@@ -119,26 +128,57 @@ def _cpu(pids):
     return np.array(out)
 
 
-def _dedicated(row, n_workers, ncpu=2):
-    """Wall seconds on ``ncpu`` dedicated cores from a row's CPU seconds:
-    ``max(largest worker CPU, all CPU / ncpu)``."""
-    cpu = row["cpu"]
+def _dedicated(cpu, n_workers, ncpu=2):
+    """Wall seconds a batch would take on ``ncpu`` dedicated cores, from its CPU seconds
+    (this process, then each worker): ``max(largest worker CPU, all CPU / ncpu)``."""
     workers = cpu[1:1 + n_workers] if n_workers else cpu[:1]
     return max(float(np.max(workers)), float(np.nansum(cpu)) / ncpu)
 
 
+def _load():
+    a = os.getloadavg()
+    return f"{a[0]:.2f} {a[1]:.2f} {a[2]:.2f}"
+
+
+RATIOS = (("processes-1", "processes-2"), ("serial", "processes-2"), ("dask-1", "dask-2"),
+          ("serial", "dask-2"), ("dask-tasks-1", "dask-tasks-2"))
+
+
+def _interleaved(modes, repeats, warmup=1):
+    """``{mode: (walls, CPU per batch)}``: ``repeats`` rounds, each running every mode once
+    (order rotated by one per round), after ``warmup`` untimed rounds."""
+    names = list(modes)
+    walls = {k: [] for k in names}
+    cpu = {k: 0.0 for k in names}
+    for r in range(warmup + repeats):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for k in order:
+            fn, pids = modes[k]
+            c0 = _cpu(pids)
+            t = time.perf_counter()
+            fn()
+            dt = time.perf_counter() - t
+            if r >= warmup:
+                walls[k].append(dt)
+                cpu[k] = cpu[k] + (_cpu(pids) - c0)
+    return {k: (walls[k], cpu[k] / repeats) for k in names}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=1, help="timed runs (each prints its speed-ups)")
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved rounds per run")
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--no-dask", action="store_true")
-    ap.add_argument("--no-tasks", action="store_true", help="skip the dask-tasks rows")
+    ap.add_argument("--tasks", action="store_true", help="also time dispatch='tasks' on the dask clusters")
+    ap.add_argument("--no-tasks", action="store_true", help=argparse.SUPPRESS)   # the default now
     ap.add_argument("--proxy", action="store_true", help="dask Client without direct_to_workers")
     ap.add_argument("--dask-defaults", action="store_true",
                     help="LocalCluster with dask's default configuration (profiler on, 20 ms ticks)")
     ap.add_argument("--no-first-call", action="store_true")
-    ap.add_argument("--chunk-size", type=int, default=None, help="items per task (default: the library's)")
+    ap.add_argument("--chunk-size", type=int, default=None, help="items per chunk (default: the library's)")
     args = ap.parse_args(argv)
+    import contextlib
     import warnings
     warnings.simplefilter("ignore")
     import pbsens.petab as pp
@@ -146,93 +186,101 @@ def main(argv=None):
     pr = pp.load(BOEHM)
     rng = np.random.default_rng(0)
     thetas = pr.x_nominal + 0.05 * rng.standard_normal((args.n, pr.dim))
-    load0 = os.getloadavg()
-    print(f"Boehm: {args.n} x llh + gradient + FIM (exp2), median of {args.repeats} after a warm-up; "
-          f"{os.cpu_count()} CPUs, load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
-
-    def timed(fn, pids=()):
-        fn()
-        ts = []
-        c0 = _cpu(pids)
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t)
-        return dict(wall=statistics.median(ts), walls=ts, cpu=(_cpu(pids) - c0) / args.repeats)
-
+    print(f"Boehm: {args.n} x llh + gradient + FIM (exp2) per batch; {args.runs} run(s) of {args.repeats} "
+          f"interleaved rounds after a warm-up round; {os.cpu_count()} CPUs, load average {_load()}")
     ref = [r.llh for r in pr.evaluate_many(thetas, n_workers=1)]
-    rows, nw = {}, {}
-    rows["serial"], nw["serial"] = timed(lambda: pr.evaluate_many(thetas, n_workers=1)), 0
+
+    def check(res):
+        assert [r.llh for r in res] == ref
+
+    modes, nw = {}, {}
+    modes["serial"], nw["serial"] = (lambda: check(pr.evaluate_many(thetas, n_workers=1)), []), 0
+    recipe = (parallel.problem_recipe(pr), {})
     for n in (1, 2):
         def run(n=n):
-            res = parallel.map_tasks(parallel._evaluate_item, (parallel.problem_recipe(pr), {}), list(thetas),
-                                     n_workers=n, processes=True, chunk_size=args.chunk_size)
-            assert [r.llh for r in res] == ref
-        run()
-        pids = [w.proc.pid for w in parallel._local_pool(n).workers]
-        rows[f"processes-{n}"], nw[f"processes-{n}"] = timed(run, pids), n
-    # where the time goes (one more run of each, after the timed ones: workers warm, problem loaded)
-    print("breakdown (one run each; busy share = task seconds / (workers x wall), the rest is scheduling, "
-          "transfer and idle workers):")
-    busy = {}
-    for n in (1, 2):
-        t = time.perf_counter()
-        out = parallel.map_tasks(_timed_item, (parallel.problem_recipe(pr), {}), list(thetas), n_workers=n,
-                                 processes=True, chunk_size=args.chunk_size)
-        busy[n] = _report(f"processes-{n}", time.perf_counter() - t, out, n)
-    cs = args.chunk_size or max(1, -(-args.n // 8))
-    print(f"  {-(-args.n // cs)} chunks of {cs} for 2 workers; what scheduling, transfer and idle workers "
-          f"leave of the speed-up (2 x busy share of processes-2): {2 * busy[2]:.2f}x; a CPU share in tasks "
-          f"below 100% means the machine is loaded and the measured speed-up says little")
-    parallel.shutdown()
-    empty = {}
-    if not args.no_dask:
-        import distributed
-        dispatches = ("resident",) if args.no_tasks else ("resident", "tasks")
-        for n in (1, 2):
-            # the cluster is started (and the problem loaded on its workers by the warm-up run)
-            # outside the timed region: a user keeps one Client for many batches
-            with parallel.local_cluster(n, quiet=not args.dask_defaults) as cl, \
-                    distributed.Client(cl, direct_to_workers=not args.proxy) as client:
-                pids = sorted(client.run(os.getpid).values())   # the nannies and scheduler run here
-                for dispatch in dispatches:
+            check(parallel.map_tasks(parallel._evaluate_item, recipe, thetas, n_workers=n, processes=True,
+                                     chunk_size=args.chunk_size))
+        run()       # starts the pool and loads the problem in its workers
+        modes[f"processes-{n}"] = (run, [w.proc.pid for w in parallel._local_pool(n).workers])
+        nw[f"processes-{n}"] = n
+    clients = {}
+    with contextlib.ExitStack() as stack:
+        if not args.no_dask:
+            import distributed
+            for n in (1, 2):
+                cl = stack.enter_context(parallel.local_cluster(n, quiet=not args.dask_defaults))
+                client = stack.enter_context(distributed.Client(cl, direct_to_workers=not args.proxy))
+                clients[n] = client
+                pids = sorted(client.run(os.getpid).values())
+                for dispatch in ("resident", "tasks") if args.tasks else ("resident",):
                     name = f"dask-{n}" if dispatch == "resident" else f"dask-tasks-{n}"
 
                     def run(client=client, dispatch=dispatch):
-                        res = pr.evaluate_many(thetas, client=client, chunk_size=args.chunk_size,
-                                               dispatch=dispatch)
-                        assert [r.llh for r in res] == ref
-                    rows[name], nw[name] = timed(run, pids), n
-                    # the same chunks with an empty task: what dask costs per call without any work
-                    empty[name] = timed(lambda client=client, dispatch=dispatch: parallel.map_tasks(
-                        _empty_item, None, list(thetas), client=client, chunk_size=args.chunk_size,
-                        dispatch=dispatch), pids)
-                    t = time.perf_counter()
-                    out = parallel.map_tasks(_timed_item, (parallel.problem_recipe(pr), {}), list(thetas),
-                                             client=client, chunk_size=args.chunk_size, dispatch=dispatch)
-                    _report(name, time.perf_counter() - t, out, n)
-        print("  dask: empty batch (the same chunks, tasks doing nothing), wall median [ms] and CPU per batch "
-              "[ms] (this process: client, scheduler, nannies / workers): " + "; ".join(
-                  f"{k} {1e3 * v['wall']:.1f} ({1e3 * v['cpu'][0]:.0f} / {1e3 * np.nansum(v['cpu'][1:]):.0f})"
-                  for k, v in empty.items()))
-    print(f"{'backend':<14s} {'seconds':>8s} {'per eval [ms]':>14s} {'CPU: this proc':>15s} {'workers':>16s} "
-          f"{'2-core est.':>11s}   walls")
-    for k, v in rows.items():
-        n = nw[k]
-        cpu = v["cpu"]
-        print(f"{k:<14s} {v['wall']:8.3f} {1e3 * v['wall'] / args.n:14.2f} {cpu[0]:15.3f} "
-              f"{' '.join(f'{x:.3f}' for x in cpu[1:1 + n]) or '-':>16s} "
-              f"{_dedicated(v, n):11.3f}   {' '.join(f'{w:.3f}' for w in v['walls'])}")
+                        check(pr.evaluate_many(thetas, client=client, chunk_size=args.chunk_size,
+                                               dispatch=dispatch))
+                    run()
+                    modes[name], nw[name] = (run, pids), n
+        per_run = []
+        for r in range(args.runs):
+            print(f"\nrun {r + 1} of {args.runs}: load average at the start {_load()}")
+            out = _interleaved(modes, args.repeats)
+            print(f"  {'mode':<14s} {'median [s]':>10s} {'per eval [ms]':>13s} {'CPU/batch: this proc':>21s} "
+                  f"{'workers [s]':>12s}   walls [s]")
+            for k, (walls, cpu) in out.items():
+                n = nw[k]
+                print(f"  {k:<14s} {statistics.median(walls):10.3f} {1e3 * statistics.median(walls) / args.n:13.2f} "
+                      f"{cpu[0]:21.3f} {' '.join(f'{x:.3f}' for x in cpu[1:1 + n]) or '-':>12s}   "
+                      f"{' '.join(f'{w:.3f}' for w in walls)}")
+            ratios = {f"{a} / {b}": statistics.median(out[a][0]) / statistics.median(out[b][0])
+                      for a, b in RATIOS if a in out and b in out}
+            per_run.append(ratios)
+            print("  speed-ups (wall, medians): " + "; ".join(f"{k} = {v:.2f}x" for k, v in ratios.items()))
+            print("  from CPU seconds (wall on 2 dedicated cores = max(largest worker CPU, all CPU / 2); what "
+                  "the other users of the machine change least): " + "; ".join(
+                      f"{a} / {b} = {_dedicated(out[a][1], nw[a]) / _dedicated(out[b][1], nw[b]):.2f}x"
+                      for a, b in RATIOS if a in out and b in out))
+            print(f"  load average at the end {_load()}")
+        if args.runs > 1:
+            print(f"\nspeed-ups over {args.runs} runs, median [min, max]:")
+            for k in per_run[0]:
+                v = [x[k] for x in per_run]
+                print(f"  {k:<28s} {statistics.median(v):.2f}x  [{min(v):.2f}, {max(v):.2f}]   runs: "
+                      + " ".join(f"{x:.2f}" for x in v))
 
-    def ratio(a, b):
-        return (f"{a} / {b} = {rows[a]['wall'] / rows[b]['wall']:.2f}x wall, "
-                f"{_dedicated(rows[a], nw[a]) / _dedicated(rows[b], nw[b]):.2f}x CPU-based (2 dedicated cores)")
-    print("speed-up processes: " + ratio("serial", "processes-2") + "; " + ratio("processes-1", "processes-2"))
-    for pre in ("dask", "dask-tasks"):
-        if f"{pre}-2" in rows:
-            print(f"speed-up {pre}: " + ratio(f"{pre}-1", f"{pre}-2") + "; " + ratio("serial", f"{pre}-2"))
-    load1 = os.getloadavg()
-    print(f"load average at the end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+        # the fixed cost of a batch: the same chunks, tasks doing nothing
+        empty = {}
+        for n in (1, 2):
+            empty[f"processes-{n}"] = (lambda n=n: parallel.map_tasks(
+                _empty_item, None, thetas, n_workers=n, processes=True, chunk_size=args.chunk_size),
+                modes[f"processes-{n}"][1])
+            for name, client in ((f"dask-{n}", clients.get(n)),):
+                if client is not None:
+                    empty[name] = (lambda client=client: parallel.map_tasks(
+                        _empty_item, None, thetas, client=client, chunk_size=args.chunk_size,
+                        dispatch="resident"), modes[name][1])
+                    if args.tasks:
+                        empty[f"dask-tasks-{n}"] = (lambda client=client: parallel.map_tasks(
+                            _empty_item, None, thetas, client=client, chunk_size=args.chunk_size,
+                            dispatch="tasks"), modes[name][1])
+        eout = _interleaved(empty, 21)
+        print("\nempty batch (the same chunks, tasks doing nothing; 21 interleaved rounds): wall median [ms], "
+              "CPU per batch [ms] this process / workers")
+        for k, (walls, cpu) in eout.items():
+            print(f"  {k:<14s} {1e3 * statistics.median(walls):7.2f}   {1e3 * cpu[0]:6.2f} / "
+                  f"{1e3 * np.nansum(cpu[1:]):6.2f}")
+
+        print("\nwhere a 2-worker batch goes (one batch each; busy share = task seconds / (workers x wall)):")
+        t = time.perf_counter()
+        res = parallel.map_tasks(_timed_item, recipe, thetas, n_workers=2, processes=True,
+                                 chunk_size=args.chunk_size)
+        _report("processes-2", time.perf_counter() - t, res, 2)
+        if 2 in clients:
+            t = time.perf_counter()
+            res = parallel.map_tasks(_timed_item, recipe, thetas, client=clients[2], chunk_size=args.chunk_size,
+                                     dispatch="resident")
+            _report("dask-2", time.perf_counter() - t, res, 2)
+    parallel.shutdown()
+    print(f"load average at the end {_load()}")
     if not args.no_first_call:
         warm = first_call()
         with tempfile.TemporaryDirectory() as d:

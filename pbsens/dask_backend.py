@@ -12,18 +12,35 @@ Two ways to run chunks on a dask cluster:
   direct call to an actor (one request and its reply; through the scheduler's proxy
   unless the client was made with ``direct_to_workers=True``), with the result in
   the reply. No task enters the scheduler's graph. Chunks go to whichever actor is
-  free, two calls queued per actor so that it never waits for a message; by default
-  a batch is one chunk per worker (one call each), since on a machine no larger than
-  the cluster every call's CPU (client, scheduler, the worker's event loop) is taken
+  free, one call at a time per actor; by default a batch is one chunk per worker (one
+  call each), since on a machine no larger than the cluster every call's CPU (client, scheduler, the worker's event loop) is taken
   from the evaluations: measured on 2 shared cores, an empty batch of 8 chunks cost
   about 50 ms of CPU, as much as dask tasks.
 
 Both keep the problems and models that chunks build in the worker (the per-process,
 per-thread cache of :mod:`pbsens.parallel`).
+
+What a resident batch costs, and why it is built as it is (measured on 2 shared cores,
+LocalCluster of 2 workers, empty chunks; ``benchmarks/bench_batch.py`` prints it):
+
+* a call's arguments and reply travel as **one pickled byte string** each. Passed as
+  Python objects, dask serializes a list of numpy arrays array by array (a header and a
+  frame each): a call with 32 parameter vectors took 6.1 ms against 1.45 ms with the
+  same values as one (32, 9) array; the same holds for a reply of result objects
+  holding arrays;
+* the batch's items go as one array per chunk when they come as a 2-D array
+  (:func:`pbsens.parallel.map_tasks` slices it, it does not split it into rows);
+* the cluster's workers (asked from the scheduler, one round trip) are kept for
+  :data:`WORKERS_TTL` seconds after a batch that succeeded, and asked again after a
+  failure; the actors are kept for the client's lifetime;
+* the batch runs in one ``client.sync`` (one hand-over to the client's event loop
+  and back), and the caller's thread sleeps until the results are in.
 """
 from __future__ import annotations
 
+import pickle
 import threading
+import time
 
 from .errors import PbsensError
 from .parallel import _run_chunk
@@ -84,6 +101,7 @@ def _resolve_client(client, n_workers):
                 try:
                     with _RESIDENT_LOCK:
                         _RESIDENT.pop(c.id, None)
+                        _WORKERS.pop(c.id, None)
                     c.close()
                     cluster.close()
                 finally:
@@ -100,8 +118,7 @@ def _resolve_client(client, n_workers):
 def _dask_workers(client):
     """Worker threads of a dask cluster (at least 1)."""
     try:
-        info = client.scheduler_info()
-        return max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
+        return max(1, sum(_dask_worker_threads(client).values()))
     except Exception:  # noqa: BLE001 - an unanswered query only changes the chunking
         return 1
 
@@ -148,6 +165,22 @@ _RESIDENT = {}          # client id -> (client, {worker address: actor})
 _RESIDENT_LOCK = threading.Lock()
 
 
+def _dumps(obj):
+    """One byte string (arrays in-band): dask sends it as a single frame."""
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - lambdas, closures, classes pickled by value
+        import cloudpickle
+        return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _call_payload(fn, context, chunks):
+    """A resident call's arguments as one byte string (cloudpickle: functions registered
+    to be pickled by value, e.g. a test module's, travel as dask would send them)."""
+    import cloudpickle
+    return cloudpickle.dumps((fn, context, chunks), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class _Resident:
     """A dask Actor living on one worker: runs chunks in that worker's actor thread.
 
@@ -156,17 +189,47 @@ class _Resident:
     added to the scheduler's graph, no worker-to-scheduler state messages, no second
     round trip to fetch the result. The problems and models that chunks build stay in
     this worker's cache (:func:`worker_problem`), keyed by the actor thread, which
-    lives as long as the worker.
+    lives as long as the worker. Arguments and results travel as one pickled byte
+    string each (see the module's notes).
     """
 
-    def run(self, fn, context, chunks):
-        return [_run_chunk(fn, context, items) for items in chunks]
+    def run(self, payload):
+        fn, context, chunks = pickle.loads(payload)
+        return _dumps([_run_chunk(fn, context, items) for items in chunks])
+
+
+WORKERS_TTL = 1.0       # seconds a client's worker list is reused after a batch that succeeded
+_WORKERS = {}           # client id -> (time.monotonic() of the query, {address: nthreads})
 
 
 def _dask_worker_threads(client):
-    """``{address: nthreads}`` of the cluster's workers."""
+    """``{address: nthreads}`` of the cluster's workers: asked from the scheduler (one
+    round trip), or the answer of at most :data:`WORKERS_TTL` seconds ago (kept only while
+    batches succeed, see :func:`_forget_workers`)."""
+    now = time.monotonic()
+    with _RESIDENT_LOCK:
+        hit = _WORKERS.get(client.id)
+    if hit is not None and now - hit[0] <= WORKERS_TTL:
+        return dict(hit[1])
     info = client.scheduler_info()
-    return {a: int(w.get("nthreads", 1)) for a, w in info.get("workers", {}).items()}
+    threads = {a: int(w.get("nthreads", 1)) for a, w in info.get("workers", {}).items()}
+    with _RESIDENT_LOCK:
+        _WORKERS[client.id] = (now, threads)
+    return dict(threads)
+
+
+def _touch_workers(client):
+    """A batch succeeded on the kept worker list: keep it for another :data:`WORKERS_TTL`."""
+    with _RESIDENT_LOCK:
+        hit = _WORKERS.get(client.id)
+        if hit is not None:
+            _WORKERS[client.id] = (time.monotonic(), hit[1])
+
+
+def _forget_workers(client):
+    """Ask the scheduler again on the next call (a call failed, or the client closes)."""
+    with _RESIDENT_LOCK:
+        _WORKERS.pop(client.id, None)
 
 
 ACTOR_START_TIMEOUT = 120   # seconds for a worker to take its actor (it may be busy with a task)
@@ -179,6 +242,7 @@ def _resident_actors(client, addresses):
     with _RESIDENT_LOCK:
         for cid in [k for k, v in _RESIDENT.items() if v[0].status not in ("running", "connecting", "newly-created")]:
             del _RESIDENT[cid]      # closed clients
+            _WORKERS.pop(cid, None)
         actors = _RESIDENT.setdefault(client.id, (client, {}))[1]
         for a in [a for a in actors if a not in addresses]:
             del actors[a]           # workers gone (a restarted worker has a new address)
@@ -206,9 +270,9 @@ def _drop_actor(client, address):
 
 
 async def _resident_async(actors, fn, context, chunks, in_flight, poll):
-    """Chunks to actors as they free up (``in_flight`` calls queued per actor, so an actor
-    never waits for the next message); results per chunk, ``("died", why)`` for the
-    chunks of an actor whose worker could not be reached or died."""
+    """Chunks to actors as they free up (``in_flight`` calls at a time per actor); results
+    per chunk, ``("died", why)`` for the chunks of an actor whose worker could not be
+    reached or died."""
     import asyncio
     results = [None] * len(chunks)
     todo = list(range(len(chunks)))[::-1]
@@ -217,7 +281,7 @@ async def _resident_async(actors, fn, context, chunks, in_flight, poll):
 
     def start(k):
         group = [todo.pop()]
-        fut = asyncio.ensure_future(actors[k].run(fn, context, [chunks[c] for c in group]))
+        fut = asyncio.ensure_future(actors[k].run(_call_payload(fn, context, [chunks[c] for c in group])))
         running[fut] = (k, group)
 
     for _ in range(in_flight):
@@ -232,7 +296,7 @@ async def _resident_async(actors, fn, context, chunks, in_flight, poll):
         for fut in done:
             k, group = running.pop(fut)
             try:
-                res = fut.result()
+                res = pickle.loads(fut.result())
             except Exception as exc:  # noqa: BLE001 - the worker died or is unreachable
                 alive.discard(k)
                 for c in group:
@@ -248,13 +312,23 @@ async def _resident_async(actors, fn, context, chunks, in_flight, poll):
     return results, alive
 
 
-def _resident_run(client, fn, context, chunks, addresses, poll=None, in_flight=2):
-    """Results per chunk on dask through :class:`_Resident` actors (see :func:`map_tasks`)."""
+def _resident_run(client, fn, context, chunks, addresses, poll=None, in_flight=1):
+    """Results per chunk on dask through :class:`_Resident` actors (see :func:`map_tasks`).
+
+    One call at a time per actor: with a second call queued, a worker that dies in its
+    second chunk may take the first chunk's reply with it (the actor thread starts the
+    next chunk while the event loop is still sending the reply), and both chunks would be
+    reported killed. The default chunking is one chunk per worker, so nothing waits.
+    """
     addresses, actors = _resident_actors(client, addresses)
     results, alive = client.sync(_resident_async, actors, fn, context, chunks, in_flight, poll)
-    for k, a in enumerate(addresses):
-        if k not in alive:
-            _drop_actor(client, a)
+    if len(alive) < len(actors):
+        _forget_workers(client)
+        for k, a in enumerate(addresses):
+            if k not in alive:
+                _drop_actor(client, a)
+    else:
+        _touch_workers(client)
     return results
 
 
