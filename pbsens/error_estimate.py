@@ -104,14 +104,15 @@ def midpoint_states(model, p, t, x, t_orig, x_orig, sol, counts=None):
     return np.ascontiguousarray(t_new), np.ascontiguousarray(x_new), pos
 
 
-def relative_difference(S, S_fine, order):
+def relative_difference(S, S_fine, order, c=None):
     """``(E, E_params)``: the step-doubling estimate of ``E_k`` overall and per parameter.
 
     ``E_k = c ||S_k - S_fine_k||_F / ||S_fine_k||_F`` with ``c = 2^p / (2^p - 1)``;
     where the norm of ``S_fine`` is zero the absolute value is used (as in
     :func:`pbsens.relative_error`). ``E_params[k, j]`` is the same for column ``j``.
+    ``c`` overrides the factor (:data:`EXTRAPOLATION_FACTOR` for a pair of extrapolations).
     """
-    c = 2.0 ** order / (2.0 ** order - 1.0)
+    c = 2.0 ** order / (2.0 ** order - 1.0) if c is None else c
     D = S - S_fine
     num = np.sqrt(np.einsum("kij,kij->k", D, D))
     den = np.sqrt(np.einsum("kij,kij->k", S_fine, S_fine))
@@ -134,6 +135,14 @@ def tolerance_factor(order):
     return 0.5 if order == 1 else 1.0
 
 
+#: Error of the extrapolation of the pair ``(h/2, h/4)`` of a first-order march relative to
+#: ``||R_h - R_h/2||``, the difference of the extrapolations of ``(h, h/2)`` and ``(h/2, h/4)``:
+#: with the remainder ``C h^2`` (the first-order term cancelled) ``R_h - R_h/2 = -(3/8) C h^2``
+#: and ``R_h/2 - S_exact = -(1/8) C h^2``, hence ``1/3``. The same holds on intervals of a
+#: ``pbsr`` march that took a second-order step (errors ``e, e/4, e/16``).
+EXTRAPOLATION_FACTOR = 1.0 / 3.0
+
+
 def extrapolate(S, S_fine, order):
     """Richardson extrapolation of the pair: ``S_fine + (S_fine - S) / (2^p - 1)``.
 
@@ -144,7 +153,7 @@ def extrapolate(S, S_fine, order):
     return S_fine + (S_fine - S) / (2.0 ** order - 1.0)
 
 
-def refine_counts(t, S, S_fine, order, sens_rtol, sens_atol, max_split):
+def refine_counts(t, S, S_fine, order, sens_rtol, sens_atol, max_split, c=None):
     """Sub-intervals per grid interval for the next refinement round.
 
     ``S``, ``S_fine``: the march on ``t`` and on ``t`` bisected, stored at every point of
@@ -155,9 +164,11 @@ def refine_counts(t, S, S_fine, order, sens_rtol, sens_atol, max_split):
     ``h^(p+1)`` per part, ``n`` parts), but never more than
     ``ceil((2 g)^(1/p))`` with ``g`` the largest ratio of the global estimate to the
     tolerance (splitting every interval that much would meet it), nor ``max_split``.
-    Returns ``counts`` (1 = keep).
+    ``c`` overrides the factor (:data:`EXTRAPOLATION_FACTOR` when ``S``, ``S_fine`` are the
+    extrapolations of the pairs ``(h, h/2)`` and ``(h/2, h/4)`` of a first-order march,
+    whose remainder is second order: ``order=2`` then). Returns ``counts`` (1 = keep).
     """
-    c = 2.0 ** order / (2.0 ** order - 1.0) * tolerance_factor(order)
+    c = 2.0 ** order / (2.0 ** order - 1.0) * tolerance_factor(order) if c is None else c
     D = S - S_fine
     dD = D[1:] - D[:-1]
     loc = c * np.sqrt(np.einsum("kij,kij->k", dD, dD))

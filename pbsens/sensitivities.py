@@ -478,17 +478,27 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             oi2[pos] = all_index
             S_fine = run(t2, x2, oi2, t.size)[0]
             order = error_estimate.method_order(method, branch)
-            # first order: the result is the pair's extrapolation, its error taken as the finer march's
-            c_fine = error_estimate.tolerance_factor(order)
-            E_all, Ep_all = error_estimate.relative_difference(S_all, S_fine, order)
-            E_all, Ep_all = E_all * c_fine, Ep_all * c_fine
-            nrm = np.sqrt(np.einsum("kij,kij->k", S_fine, S_fine))
-            D = S_all - S_fine
-            abs_err = (2.0 ** order / (2.0 ** order - 1.0)) * c_fine * np.sqrt(np.einsum("kij,kij->k", D, D))
+            if order == 1:
+                # first order: the result is the extrapolation of the finer pair (h/2, h/4); its error is
+                # estimated from the two extrapolations (h, h/2) and (h/2, h/4), which differ by the
+                # second-order remainder (a third march, on the grid bisected twice)
+                t4, x4, pos4 = error_estimate.midpoint_states(model, p, t2, x2, t_solver, x_solver, sol)
+                oi4 = np.full(t4.size, -1, dtype=np.int64)
+                oi4[pos4[pos]] = all_index
+                S_fine4 = run(t4, x4, oi4, t.size)[0]
+                R_coarse = error_estimate.extrapolate(S_all, S_fine, 1)
+                R_fine = error_estimate.extrapolate(S_fine, S_fine4, 1)
+                pair, c_pair = (R_coarse, R_fine), error_estimate.EXTRAPOLATION_FACTOR
+            else:
+                pair, c_pair = (S_all, S_fine), 4.0 / 3.0
+            E_all, Ep_all = error_estimate.relative_difference(*pair, 2, c=c_pair)
+            nrm = np.sqrt(np.einsum("kij,kij->k", pair[1], pair[1]))
+            D = pair[0] - pair[1]
+            abs_err = c_pair * np.sqrt(np.einsum("kij,kij->k", D, D))
             ok = abs_err <= sens_rtol * nrm + sens_atol
             if np.all(ok) or round_ == max_refine:
                 break
-            counts = error_estimate.refine_counts(t, S_all, S_fine, order, sens_rtol, sens_atol, max_split)
+            counts = error_estimate.refine_counts(t, pair[0], pair[1], 2, sens_rtol, sens_atol, max_split, c=c_pair)
             if np.all(counts == 1):      # the per-interval shares are met; split where the total is not
                 bad = ~ok
                 counts[np.flatnonzero(bad[1:])] = 2
@@ -506,8 +516,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             all_index = np.arange(t.size, dtype=np.int64)
         keep = out_index >= 0
         S_out = np.empty((t_out.size, nx, np_))
-        S_out[out_index[keep]] = (error_estimate.extrapolate(S_all[keep], S_fine[keep], order) if order == 1
-                                  else S_all[keep])
+        S_out[out_index[keep]] = R_fine[keep] if order == 1 else S_all[keep]
         if order == 1:
             S_plain = np.empty_like(S_out)
             S_plain[out_index[keep]] = S_all[keep]
