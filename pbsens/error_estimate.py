@@ -30,7 +30,8 @@ import numpy as np
 
 from .errors import AccuracyWarning
 
-__all__ = ["method_order", "midpoint_states", "interpolate_states", "relative_difference", "extrapolate", "refine_counts",
+__all__ = ["method_order", "midpoint_states", "interpolate_states", "relative_difference", "signed_estimate",
+           "extrapolate", "refine_counts",
            "tight_states", "state_part", "tighten_factor", "warn_range", "problem_conditions", "condition_estimates"]
 
 
@@ -120,6 +121,24 @@ def relative_difference(S, S_fine, order, c=None):
     num_p = np.sqrt(np.einsum("kij,kij->kj", D, D))
     den_p = np.sqrt(np.einsum("kij,kij->kj", S_fine, S_fine))
     Ep = c * np.where(den_p > 0, num_p / np.where(den_p > 0, den_p, 1.0), num_p)
+    return E, Ep
+
+
+def signed_estimate(E_mat, S):
+    """``(E, E_params)`` from the signed error estimate ``E_mat`` (K, nx, np): ``||E_mat_k||_F / ||S_k||_F``.
+
+    The discretization part ``c (S_h - S_h/2)`` and the state part ``(10/9) (S - S_tight)`` are
+    added as matrices before the norm: where they have opposite signs the errors partly
+    cancel in ``S`` as well (Brannmark ``Dose_100``: parts 8e-6 and 1.2e-5, true E 1.3e-6,
+    sum of norms 2.0e-5, norm of the sum 4.0e-6). Where ``||S_k|| = 0``, the absolute value.
+    """
+    num = np.sqrt(np.einsum("kij,kij->k", E_mat, E_mat))
+    den = np.sqrt(np.einsum("kij,kij->k", S, S))
+    num_p = np.sqrt(np.einsum("kij,kij->kj", E_mat, E_mat))
+    den_p = np.sqrt(np.einsum("kij,kij->kj", S, S))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        E = np.where(den > 0, num / np.where(den > 0, den, 1.0), num)
+        Ep = np.where(den_p > 0, num_p / np.where(den_p > 0, den_p, 1.0), num_p)
     return E, Ep
 
 

@@ -455,6 +455,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     t_solver, x_solver = t, x            # the solver's grid (with t_eval merged): interpolation source
     n_split = 0
     E_est = E_par = None
+    E_mat = None         # signed estimate of S - S_exact (K, nx, np): r.error_matrix
     S_plain = None       # with an extrapolated result: the un-extrapolated march, for the state part
     if sens_rtol is None:
         plan_in = None if parent_plan is None else _child_plan(parent_plan, t)
@@ -466,7 +467,9 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             oi2 = np.full(t2.size, -1, dtype=np.int64)
             oi2[pos] = out_index
             S_fine = run(t2, x2, oi2, t_out.size)[0]
-            E_est, E_par = error_estimate.relative_difference(S_out, S_fine, error_estimate.method_order(method, branch))
+            order = error_estimate.method_order(method, branch)
+            E_est, E_par = error_estimate.relative_difference(S_out, S_fine, order)
+            E_mat = (2.0 ** order / (2.0 ** order - 1.0)) * (S_out - S_fine)
             timings["error_estimate"] = time.perf_counter() - t1
     else:
         # refine until the step-doubling estimate meets the tolerance at every grid point
@@ -524,6 +527,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         E_par = np.empty((t_out.size, np_))
         E_est[out_index[keep]] = E_all[keep]
         E_par[out_index[keep]] = Ep_all[keep]
+        E_mat = np.empty((t_out.size, nx, np_))
+        E_mat[out_index[keep]] = c_pair * (pair[0][keep] - pair[1][keep])
         if not np.all(ok):
             error_estimate.warn_range(t, ~ok, f"sens_rtol={sens_rtol:g}, sens_atol={sens_atol:g} not met within "
                                       f"the refinement limit ({max_refine} rounds, grid at most "
@@ -550,6 +555,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         # plain march on tight states would count the discretization error as the states')
         S_base = S_out if S_plain is None else S_plain
         E_state = error_estimate.state_part(S_base, S_t)
+        D_state = (10.0 / 9.0) * (S_base - S_t)    # signed, the same model as E_state
         if sens_rtol is not None and tighten_states:
             # the states limit S beyond sens_rtol: march on states solved tighter (an rtol/10 solve is in hand)
             state_factor = error_estimate.tighten_factor(E_state, sens_rtol)
@@ -564,17 +570,22 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                 else:
                     # the rtol/10 and rtol/f solves differ by (1/10 - 1/f) of the effect at rtol
                     E_new = (10.0 / (state_factor - 10.0)) * error_estimate.state_part(S_t, S_f) * 0.9
+                    D_state = (10.0 / (state_factor - 10.0)) * (S_t - S_f)
                     S_t, x_t = S_f, x_f
             if state_factor > 1.0:
                 # the state effect S_t - S_base added to the result (kept extrapolated where it was)
                 S_out, x = (S_t if S_plain is None else S_out + (S_t - S_base)), x_t
                 E_state = E_new
+                if state_factor == 10.0:
+                    D_state = D_state / 10.0
         timings["state_error"] = time.perf_counter() - t1
         error_estimate.warn_range(t_out, E_state > 1e-2, "the estimated error of S caused by the state solve "
                                   "exceeds 1e-2 (post-hoc sensitivities cannot be more accurate than the states "
                                   "they are computed on; solve the states with a smaller rtol)")
         if E_est is not None:
-            E_est = E_est + E_state
+            # the two parts added signed (they may cancel in S too), the norm taken after
+            E_mat = E_mat + D_state
+            E_est, E_par = error_estimate.signed_estimate(E_mat, S_out)
     options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
                    reuse_tol=reuse_tol, substeps=substeps or 1, linalg="sparse" if use_sparse else "dense")
     options.update(solver_info or {"solver": solver if "states" in timings else None,
@@ -586,7 +597,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         x0=x[0].copy(), S0=S0_used, grid=t, branch=_BRANCH_ARRAY[branch],
         n_int=n_int, model_name=model.name, state_names=list(model.state_names),
         param_names=list(model.param_names), options=options, timings=timings, reused=reused.astype(bool),
-        error_estimate=E_est, error_estimate_params=E_par, state_error_estimate=E_state, subdivisions=n_split)
+        error_estimate=E_est, error_estimate_params=E_par, state_error_estimate=E_state, subdivisions=n_split,
+        error_matrix=E_mat)
 
 
 #: Models with at most this many states march without BLAS: every product's inner
