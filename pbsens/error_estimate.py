@@ -320,18 +320,25 @@ def condition_estimates(problem, theta=None, method="exp2", solver="LSODA", rtol
     Per condition (:func:`problem_conditions`): the state solve and
     :func:`pbsens.sensitivities` with ``estimate_error=True`` at the options
     :meth:`Problem.evaluate` uses by default; the largest estimate over the
-    output times after ``t0``. ``None`` for a condition with breakpoints or events
-    inside its span (not estimated).
+    output times after ``t0``. A condition with breakpoints or events inside its span
+    is simulated segment by segment with the error carried across them
+    (:func:`pbsens.problems.simulate.simulate` with ``estimate_error=True``).
     """
+    from .problems.simulate import simulate
     from .sensitivities import sensitivities
     from .solve import solve_states
     out = {}
     for name, times, p, x0, S0, has_stops in problem_conditions(problem, theta):
-        if has_stops or times[-1] <= 0:
+        if times[-1] <= 0:
             out[name] = None
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AccuracyWarning)
+            if has_stops:
+                sim = simulate(problem.model, times, p, x0=x0, S0=S0, method=method, solver=solver, rtol=rtol,
+                               atol=atol, estimate_error=True)
+                out[name] = float(np.max(sim.error_estimate[1:])) if times.size > 1 else 0.0
+                continue
             tr = solve_states(problem.model, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, method=solver,
                               rtol=rtol, atol=atol)
             r = sensitivities(problem.model, tr, method=method, t_eval=times, S0=S0, estimate_error=True)
