@@ -214,12 +214,16 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         tolerance at every grid point, or ``max_refine`` rounds, or a grid of
         ``max_grid_factor`` times the solver's points (then an ``AccuracyWarning``
         names the time range). ``r.subdivisions`` counts the intervals split.
+        First-order marches (``exp``; ``pbsr`` with ``exp-stiff`` intervals) return the
+        extrapolation of the marches on the grid bisected once and twice, and stop on
+        that result's own estimate (METHOD.md section 11).
     state_error : {"auto", "resolve", None}
         ``"resolve"``: estimate the error of ``S`` caused by the state solve's own error:
         one more state solve at ``rtol/10``, ``atol/10`` (needs a Trajectory) and one
         more march on the same grid with those states; ``(10/9) ||S - S_tight|| /
-        ||S_tight||`` is stored in ``state_error_estimate`` and added to
-        ``error_estimate``; an ``AccuracyWarning`` names the time range where it
+        ||S_tight||`` is stored in ``state_error_estimate`` and added, as the signed
+        matrix, to the discretization part in ``error_matrix`` (``error_estimate`` is
+        its norm); an ``AccuracyWarning`` names the time range where it
         exceeds 1e-2. Post-hoc sensitivities cannot be more accurate than the states
         they are computed on. ``"auto"`` (default): ``"resolve"`` when ``trajectory``
         is a Trajectory (or states are solved here) and ``estimate_error`` is on or
