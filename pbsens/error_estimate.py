@@ -127,6 +127,9 @@ def relative_difference(S, S_fine, order, c=None):
 def signed_estimate(E_mat, S):
     """``(E, E_params)`` from the signed error estimate ``E_mat`` (K, nx, np): ``||E_mat_k||_F / ||S_k||_F``.
 
+    ``S``: the estimate of the exact sensitivities, the result minus ``E_mat`` (a first
+    step from ``S0 = 0`` may give ``S_1 = 0`` while its error is not).
+
     The discretization part ``c (S_h - S_h/2)`` and the state part ``(10/9) (S - S_tight)`` are
     added as matrices before the norm: where they have opposite signs the errors partly
     cancel in ``S`` as well (Brannmark ``Dose_100``: parts 8e-6 and 1.2e-5, true E 1.3e-6,

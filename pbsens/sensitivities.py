@@ -589,7 +589,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         if E_est is not None:
             # the two parts added signed (they may cancel in S too), the norm taken after
             E_mat = E_mat + D_state
-            E_est, E_par = error_estimate.signed_estimate(E_mat, S_out)
+            E_est, E_par = error_estimate.signed_estimate(E_mat, S_out - E_mat)
     options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
                    reuse_tol=reuse_tol, substeps=substeps or 1, linalg="sparse" if use_sparse else "dense")
     options.update(solver_info or {"solver": solver if "states" in timings else None,

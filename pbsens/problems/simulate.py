@@ -423,7 +423,8 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
     E_rel = None
     if E_out is not None:
         num = np.sqrt(np.einsum("kij,kij->k", E_out, E_out))
-        den = np.sqrt(np.einsum("kij,kij->k", S_out, S_out))
+        S_ex = S_out - E_out     # relative to the estimate of the exact S
+        den = np.sqrt(np.einsum("kij,kij->k", S_ex, S_ex))
         E_rel = np.where(den > 0, num / np.where(den > 0, den, 1.0), num)
     return Simulation(t=te, x=X_out, S=S_out, p=p, method=method, events=fired, error_estimate=E_rel,
                       breakpoints=np.array([s[0] for s in stops if s[1]]), steady_state=ss_info, segments=spans,
