@@ -200,13 +200,13 @@ def segmented(model, times, p, x0, S0):
     ``march(method, **options)`` solves the states segment by segment (LSODA rtol
     1e-5 as elsewhere), marches :func:`pbsens.sensitivities` on each with the
     options, and applies the jump ``S += (f(tau-) - f(tau+)) dtau/dp^T`` between
-    segments, as :func:`pbsens.problems.simulate.simulate` does. The estimate of a
-    segment's output times adds the absolute error estimated at the previous
-    segment's end (per parameter column), carried through the segment as the part of
-    ``S`` that comes from its initial value (``S`` minus the march from ``S0 = 0``, one
-    more march): each column's error is taken to keep the relative size it had at
-    the segment's start (an approximation).
+    segments, as :func:`pbsens.problems.simulate.simulate` does. With
+    ``estimate_error=True`` it is that library call (``simulate(...,
+    estimate_error=True)``): each segment's signed error estimate plus the error
+    carried across the jump (unchanged there: the jump depends on ``x`` only) and
+    through the segment by the march itself.
     """
+    from pbsens.problems.simulate import simulate
     disc = model.discontinuities
     tb, dtb = disc.breakpoints(p)
     inside = (tb > 0) & (tb < times[-1])
@@ -216,9 +216,14 @@ def segmented(model, times, p, x0, S0):
     shift = 64 * np.finfo(float).eps
 
     def march(meth, **o):
+        if o.get("estimate_error") and "sens_rtol" not in o:
+            sim = simulate(model, times, p, x0=x0, S0=S0, method=meth, solver="LSODA", rtol=1e-5, atol=1e-6,
+                           estimate_error=True)
+            return pbsens.SensitivityResult(t=times, x=sim.x, S=sim.S, method=meth, p=p, x0=x0,
+                                            error_estimate=sim.error_estimate, grid=times)
         x, S = np.array(x0, dtype=float), np.array(S0, dtype=float)
         bounds = list(taus) + [float(times[-1])]
-        cur, Xo, So, Eo, carried, n_sub = 0.0, [], [], [], np.zeros(np.shape(S0)[1]), 0
+        cur, Xo, So, n_sub = 0.0, [], [], 0
         for j, tau in enumerate(bounds):
             last = j == len(bounds) - 1
             a = cur + shift * max(1.0, abs(cur)) if j else cur
@@ -230,26 +235,13 @@ def segmented(model, times, p, x0, S0):
             idx = np.searchsorted(outs, np.clip(times[sel], a, b))
             Xo.append(r.x[idx])
             So.append(r.S[idx])
-            if r.error_estimate is not None:
-                nrm = np.sqrt(np.einsum("kij,kij->k", r.S, r.S))
-                col = np.sqrt(np.einsum("kij,kij->kj", r.S, r.S))
-                grown = np.zeros((outs.size, S.shape[1]))
-                if np.any(carried > 0):     # per column: the error at the start, relative to S there, carried
-                    H = r.S - pbsens.sensitivities(model, tr, method=meth, S0=np.zeros_like(S), t_eval=outs).S
-                    c0 = np.linalg.norm(S, axis=0)
-                    grown = np.where(c0 > 0, carried / np.where(c0 > 0, c0, 1.0), 0.0) \
-                        * np.sqrt(np.einsum("kij,kij->kj", H, H))
-                g = np.sqrt(np.einsum("kj,kj->k", grown, grown))
-                Eo.append(r.error_estimate[idx] + g[idx] / np.where(nrm[idx] > 0, nrm[idx], 1.0))
-                carried = r.error_estimate_params[-1] * col[-1] + grown[-1]
             x, S = r.x[-1].copy(), r.S[-1].copy()
             n_sub += r.subdivisions
             if not last:
                 S = S + np.outer(model.rhs(b, x, p) - model.rhs(tau + shift * max(1.0, abs(tau)), x, p), dtaus[j])
                 cur = tau
-        E = np.concatenate(Eo) if Eo else None
         return pbsens.SensitivityResult(t=times, x=np.concatenate(Xo), S=np.concatenate(So), method=meth, p=p, x0=x0,
-                                        error_estimate=E, subdivisions=n_sub, grid=times)
+                                        subdivisions=n_sub, grid=times)
     return taus, march
 
 

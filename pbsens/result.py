@@ -54,6 +54,12 @@ class SensitivityResult:
     state_error_estimate : ndarray (K,) or None
         Estimated relative error ``||x_k - x_exact_k|| / ||x_exact_k||`` of the states
         (``sensitivities(..., state_error="resolve")``).
+    error_matrix : ndarray (K, nx, np) or None
+        The signed estimate of ``S_k - S_exact_k`` behind ``error_estimate``: the
+        step-doubling difference times its factor plus the state part's
+        ``(10/9) (S - S_tight)``. ``error_estimate`` adds the two parts' norms (a
+        bound); propagating an error through a jump or a later segment needs the
+        matrix (:func:`pbsens.problems.simulate.simulate` with ``estimate_error=True``).
     subdivisions : int
         Number of grid intervals split by the ``sens_rtol`` refinement (0 without it).
     """
@@ -78,6 +84,7 @@ class SensitivityResult:
     error_estimate_params: np.ndarray | None = None
     state_error_estimate: np.ndarray | None = None
     subdivisions: int = 0
+    error_matrix: np.ndarray | None = None
 
     def branch_counts(self) -> dict:
         """Number of grid intervals per branch, e.g. ``{"pbs": 120, "exp-stiff": 30}``."""

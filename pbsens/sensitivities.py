@@ -222,12 +222,16 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         tolerance at every grid point, or ``max_refine`` rounds, or a grid of
         ``max_grid_factor`` times the solver's points (then an ``AccuracyWarning``
         names the time range). ``r.subdivisions`` counts the intervals split.
+        First-order marches (``exp``; ``pbsr`` with ``exp-stiff`` intervals) return the
+        extrapolation of the marches on the grid bisected once and twice, and stop on
+        that result's own estimate (METHOD.md section 11).
     state_error : {"auto", "resolve", None}
         ``"resolve"``: estimate the error of ``S`` caused by the state solve's own error:
         one more state solve at ``rtol/10``, ``atol/10`` (needs a Trajectory) and one
         more march on the same grid with those states; ``(10/9) ||S - S_tight|| /
-        ||S_tight||`` is stored in ``state_error_estimate`` and added to
-        ``error_estimate``; an ``AccuracyWarning`` names the time range where it
+        ||S_tight||`` is stored in ``state_error_estimate`` and added, as the signed
+        matrix, to the discretization part in ``error_matrix`` (``error_estimate`` is
+        its norm); an ``AccuracyWarning`` names the time range where it
         exceeds 1e-2. Post-hoc sensitivities cannot be more accurate than the states
         they are computed on. ``"auto"`` (default): ``"resolve"`` when ``trajectory``
         is a Trajectory (or states are solved here) and ``estimate_error`` is on or
@@ -479,6 +483,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     t_solver, x_solver = t, x            # the solver's grid (with t_eval merged): interpolation source
     n_split = 0
     E_est = E_par = None
+    E_mat = None         # signed estimate of S - S_exact (K, nx, np): r.error_matrix
     S_plain = None       # with an extrapolated result: the un-extrapolated march, for the state part
     gap_end = None
     if (freeze > 0 and method == "exp2" and t_gaps is not None and t_gaps.size < t.size and not use_sparse
@@ -494,7 +499,9 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             oi2 = np.full(t2.size, -1, dtype=np.int64)
             oi2[pos] = out_index
             S_fine = run(t2, x2, oi2, t_out.size)[0]
-            E_est, E_par = error_estimate.relative_difference(S_out, S_fine, error_estimate.method_order(method, branch))
+            order = error_estimate.method_order(method, branch)
+            E_est, E_par = error_estimate.relative_difference(S_out, S_fine, order)
+            E_mat = (2.0 ** order / (2.0 ** order - 1.0)) * (S_out - S_fine)
             timings["error_estimate"] = time.perf_counter() - t1
     else:
         # refine until the step-doubling estimate meets the tolerance at every grid point
@@ -506,17 +513,27 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             oi2[pos] = all_index
             S_fine = run(t2, x2, oi2, t.size)[0]
             order = error_estimate.method_order(method, branch)
-            # first order: the result is the pair's extrapolation, its error taken as the finer march's
-            c_fine = error_estimate.tolerance_factor(order)
-            E_all, Ep_all = error_estimate.relative_difference(S_all, S_fine, order)
-            E_all, Ep_all = E_all * c_fine, Ep_all * c_fine
-            nrm = np.sqrt(np.einsum("kij,kij->k", S_fine, S_fine))
-            D = S_all - S_fine
-            abs_err = (2.0 ** order / (2.0 ** order - 1.0)) * c_fine * np.sqrt(np.einsum("kij,kij->k", D, D))
+            if order == 1:
+                # first order: the result is the extrapolation of the finer pair (h/2, h/4); its error is
+                # estimated from the two extrapolations (h, h/2) and (h/2, h/4), which differ by the
+                # second-order remainder (a third march, on the grid bisected twice)
+                t4, x4, pos4 = error_estimate.midpoint_states(model, p, t2, x2, t_solver, x_solver, sol)
+                oi4 = np.full(t4.size, -1, dtype=np.int64)
+                oi4[pos4[pos]] = all_index
+                S_fine4 = run(t4, x4, oi4, t.size)[0]
+                R_coarse = error_estimate.extrapolate(S_all, S_fine, 1)
+                R_fine = error_estimate.extrapolate(S_fine, S_fine4, 1)
+                pair, c_pair = (R_coarse, R_fine), error_estimate.EXTRAPOLATION_FACTOR
+            else:
+                pair, c_pair = (S_all, S_fine), 4.0 / 3.0
+            E_all, Ep_all = error_estimate.relative_difference(*pair, 2, c=c_pair)
+            nrm = np.sqrt(np.einsum("kij,kij->k", pair[1], pair[1]))
+            D = pair[0] - pair[1]
+            abs_err = c_pair * np.sqrt(np.einsum("kij,kij->k", D, D))
             ok = abs_err <= sens_rtol * nrm + sens_atol
             if np.all(ok) or round_ == max_refine:
                 break
-            counts = error_estimate.refine_counts(t, S_all, S_fine, order, sens_rtol, sens_atol, max_split)
+            counts = error_estimate.refine_counts(t, pair[0], pair[1], 2, sens_rtol, sens_atol, max_split, c=c_pair)
             if np.all(counts == 1):      # the per-interval shares are met; split where the total is not
                 bad = ~ok
                 counts[np.flatnonzero(bad[1:])] = 2
@@ -534,8 +551,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             all_index = np.arange(t.size, dtype=np.int64)
         keep = out_index >= 0
         S_out = np.empty((t_out.size, nx, np_))
-        S_out[out_index[keep]] = (error_estimate.extrapolate(S_all[keep], S_fine[keep], order) if order == 1
-                                  else S_all[keep])
+        S_out[out_index[keep]] = R_fine[keep] if order == 1 else S_all[keep]
         if order == 1:
             S_plain = np.empty_like(S_out)
             S_plain[out_index[keep]] = S_all[keep]
@@ -543,6 +559,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         E_par = np.empty((t_out.size, np_))
         E_est[out_index[keep]] = E_all[keep]
         E_par[out_index[keep]] = Ep_all[keep]
+        E_mat = np.empty((t_out.size, nx, np_))
+        E_mat[out_index[keep]] = c_pair * (pair[0][keep] - pair[1][keep])
         if not np.all(ok):
             error_estimate.warn_range(t, ~ok, f"sens_rtol={sens_rtol:g}, sens_atol={sens_atol:g} not met within "
                                       f"the refinement limit ({max_refine} rounds, grid at most "
@@ -569,6 +587,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         # plain march on tight states would count the discretization error as the states')
         S_base = S_out if S_plain is None else S_plain
         E_state = error_estimate.state_part(S_base, S_t)
+        D_state = (10.0 / 9.0) * (S_base - S_t)    # signed, the same model as E_state
         if sens_rtol is not None and tighten_states:
             # the states limit S beyond sens_rtol: march on states solved tighter (an rtol/10 solve is in hand)
             state_factor = error_estimate.tighten_factor(E_state, sens_rtol)
@@ -583,17 +602,22 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                 else:
                     # the rtol/10 and rtol/f solves differ by (1/10 - 1/f) of the effect at rtol
                     E_new = (10.0 / (state_factor - 10.0)) * error_estimate.state_part(S_t, S_f) * 0.9
+                    D_state = (10.0 / (state_factor - 10.0)) * (S_t - S_f)
                     S_t, x_t = S_f, x_f
             if state_factor > 1.0:
                 # the state effect S_t - S_base added to the result (kept extrapolated where it was)
                 S_out, x = (S_t if S_plain is None else S_out + (S_t - S_base)), x_t
                 E_state = E_new
+                if state_factor == 10.0:
+                    D_state = D_state / 10.0
         timings["state_error"] = time.perf_counter() - t1
         error_estimate.warn_range(t_out, E_state > 1e-2, "the estimated error of S caused by the state solve "
                                   "exceeds 1e-2 (post-hoc sensitivities cannot be more accurate than the states "
                                   "they are computed on; solve the states with a smaller rtol)")
         if E_est is not None:
-            E_est = E_est + E_state
+            # the two parts added signed (they may cancel in S too), the norm taken after
+            E_mat = E_mat + D_state
+            E_est, E_par = error_estimate.signed_estimate(E_mat, S_out - E_mat)
     options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
                    reuse_tol=reuse_tol, substeps=substeps or 1, linalg="sparse" if use_sparse else "dense",
                    freeze=gap_end is not None)
@@ -606,7 +630,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         x0=x[0].copy(), S0=S0_used, grid=t, branch=_BRANCH_ARRAY[branch],
         n_int=n_int, model_name=model.name, state_names=list(model.state_names),
         param_names=list(model.param_names), options=options, timings=timings, reused=reused.astype(bool),
-        error_estimate=E_est, error_estimate_params=E_par, state_error_estimate=E_state, subdivisions=n_split)
+        error_estimate=E_est, error_estimate_params=E_par, state_error_estimate=E_state, subdivisions=n_split,
+        error_matrix=E_mat)
 
 
 #: Models with at most this many states march without BLAS: every product's inner

@@ -161,7 +161,7 @@ def run(args):
         print(f"time per condition [ms], max estimated error E of S ({args.method}: relative, "
               "||dS||_F / ||S||_F, over the condition's output times)")
     for name in problem.conditions:
-        e = "" if est is None else ("  E n/a (events)" if est[name] is None else f"  E {est[name]:.2g}")
+        e = "" if est is None else ("  E n/a (no output after t0)" if est[name] is None else f"  E {est[name]:.2g}")
         print(f"  {name:<40s} {1e3 * res.timing[name]:10.2f}{e}")
     print(f"  {'total':<40s} {1e3 * res.timing['total']:10.2f}")
     if args.json:

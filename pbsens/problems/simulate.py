@@ -93,6 +93,12 @@ class Simulation:
         next starts just after it).
     timings : dict
         Seconds: ``"segments"`` (all solves), ``"steady_state"``, ``"total"``.
+    error_estimate : ndarray (K,) or None
+        With ``estimate_error=True``: the estimated relative error
+        ``||S_k - S_exact_k||_F / ||S_exact_k||_F`` per output time, the signed
+        error of each segment (``SensitivityResult.error_matrix``) plus the error
+        carried from the previous segments across the stops and through the
+        segment by the march itself (:func:`simulate`). None otherwise.
     """
 
     t: np.ndarray
@@ -105,6 +111,7 @@ class Simulation:
     steady_state: dict | None = None
     segments: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    error_estimate: np.ndarray | None = None
 
     def __repr__(self):
         K, nx = self.x.shape
@@ -151,7 +158,7 @@ def _stops(model, p, t0, t_last):
     return [(tau, *stops[tau]) for tau in sorted(stops)], at_start, start_shift
 
 
-def _apply_event(model, k, tau, x, S, p, dtau, t_after):
+def _apply_event(model, k, tau, x, S, p, dtau, t_after, carried=None):
     disc = model.discontinuities
     xn, Gx, Gp, Gt = disc.apply_event(k, tau, x, p)
     if not np.all(np.isfinite(xn)):
@@ -167,12 +174,16 @@ def _apply_event(model, k, tau, x, S, p, dtau, t_after):
             raise PbsensError(f"model {model.name!r}: the sensitivities after event {disc.event_names[k]!r} at "
                               f"t = {tau:.6g} are NaN or inf")
         S = Sn
+    if carried is not None:
+        # an error e in S_- becomes G_x e (the other terms of the jump depend on x only)
+        return xn, S, Gx @ carried
     return xn, S
 
 
 def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts,
-             checked=False):
-    """Integrate ``[a, b]``; return (x at outs (n, nx), S at outs or None, x(b), S(b))."""
+             checked=False, carried=None):
+    """Integrate ``[a, b]``; return (x at outs (n, nx), S at outs or None, x(b), S(b)), and with
+    ``carried`` (the estimated error of ``S`` at ``a``, signed) the estimated error of S at outs and at b."""
     from .. import forward_sensitivities, sensitivities, solve_states
     times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
     if checked and solver == "rodas5p" and not (method == "fs" and sens):
@@ -192,9 +203,19 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
         X = tr.x[tr.eval_index]
         SS = None
         if sens:
-            SS = sensitivities(model, tr, method=method, S0=S, **sens_opts).S
+            r = sensitivities(model, tr, method=method, S0=S, estimate_error=carried is not None, **sens_opts)
+            SS = r.S
+            if carried is not None:
+                err = r.error_matrix
+                if np.any(carried != 0):
+                    # the error at a, carried by the march itself: it is linear in S0 on a fixed grid,
+                    # so the march from S0 + e minus the one from S0 is the discrete transition times e
+                    err = err + (sensitivities(model, tr, method=method, S0=S + carried, **sens_opts).S - SS)
     idx = np.searchsorted(times, np.clip(outs, a, b))
-    return X[idx], (SS[idx] if SS is not None else None), X[-1].copy(), (SS[-1].copy() if SS is not None else None)
+    out = (X[idx], (SS[idx] if SS is not None else None), X[-1].copy(), (SS[-1].copy() if SS is not None else None))
+    if carried is not None:
+        return out + (err[idx], err[-1].copy())
+    return out
 
 
 def _solve_rodas5p(model, t_span, *, method, **kwargs):
@@ -203,7 +224,8 @@ def _solve_rodas5p(model, t_span, *, method, **kwargs):
 
 
 def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", sensitivities=True,
-             solver=None, rtol=1e-8, atol=1e-10, steady_state_options=None, **options) -> Simulation:
+             solver=None, rtol=1e-8, atol=1e-10, steady_state_options=None, estimate_error=False,
+             **options) -> Simulation:
     """States (and sensitivities) of ``model`` at ``t_eval``, stopping at events and breakpoints.
 
     Parameters
@@ -235,6 +257,14 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     steady_state_options : dict, optional
         Keyword arguments of :func:`~pbsens.problems.steady_state.steady_state`
         for ``inf`` outputs (``strategy``, ``rtol``, ``atol``, ``max_time``, ...).
+    estimate_error : bool
+        Post-hoc methods, finite outputs: ``Simulation.error_estimate``. Each segment's
+        march estimates its own error as a signed matrix (``SensitivityResult.error_matrix``,
+        METHOD.md section 11); the error at a stop passes into the next segment as
+        ``e_+ = e_-`` at a breakpoint (the jump of ``S`` depends on ``x`` only) and
+        ``e_+ = G_x e_-`` at an event, and the march carries it through the segment
+        (one more march from ``S0 + e``). Signed, so errors that cancel after a
+        stop are not counted twice.
     **options
         ``n_factor``, ``n_max``, ``eq_tol``, ``norm``, ``interpolation``,
         ``reuse_tol``, ``substeps`` go to :func:`pbsens.sensitivities`; ``jacobian`` to
@@ -276,8 +306,17 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         raise PbsensError(f"options {sorted(sens_opts)} apply to the post-hoc methods, not to method='fs'")
     if method != "fs" and fs_opts:
         raise PbsensError(f"options {sorted(fs_opts)} apply to method='fs' only")
+    if estimate_error not in (True, False):
+        raise PbsensError(f"'estimate_error' must be True or False, got {estimate_error!r}")
+    if estimate_error and (method == "fs" or not sens):
+        raise PbsensError("'estimate_error' needs a post-hoc method and sensitivities=True "
+                          f"(got method={method!r}, sensitivities={sensitivities!r})")
+    if estimate_error and not np.all(np.isfinite(te)):
+        raise PbsensError("'estimate_error' covers finite output times only; 't_eval' contains inf "
+                          "(steady-state outputs)")
     return run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady_state_options,
-                       sens_opts, fs_opts, solver_opts, checked=False, t_start=t_start)
+                       sens_opts, fs_opts, solver_opts, checked=False, t_start=t_start,
+                       estimate_error=bool(estimate_error))
 
 
 def split_options(options):
@@ -288,7 +327,7 @@ def split_options(options):
 
 
 def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady_state_options, sens_opts,
-                fs_opts, solver_opts, checked=True, t_start=None) -> Simulation:
+                fs_opts, solver_opts, checked=True, t_start=None, estimate_error=False) -> Simulation:
     """:func:`simulate` on arguments it has already validated.
 
     For callers that simulate the same model with the same options many times
@@ -306,6 +345,8 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
     stops, at_start, start_shift = _stops(model, p, t0, t_last)
     disc = model.discontinuities
     fired = []
+    carried = np.zeros((nx, np_)) if estimate_error else None
+    E_out = np.empty((te.size, nx, np_)) if estimate_error else None
     for k in at_start:
         x, S = _apply_event(model, k, t0, x, S, p, None, t0)
         fired.append((disc.event_names[k], t0))
@@ -330,8 +371,11 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
             sel = np.flatnonzero((finite >= cur) & (finite < tau))
         if b > a:
             t1 = time.perf_counter()
-            Xs, Ss, x, S_end = _segment(model, a, b, finite[sel], x, S, p, method, sens, solver, rtol, atol,
-                                        sens_opts, fs_opts, solver_opts, checked)
+            seg = _segment(model, a, b, finite[sel], x, S, p, method, sens, solver, rtol, atol,
+                           sens_opts, fs_opts, solver_opts, checked, carried=carried)
+            Xs, Ss, x, S_end = seg[:4]
+            if carried is not None:
+                E_out[sel], carried = seg[4], seg[5]
             seg_time += time.perf_counter() - t1
             spans.append((a, b))
             X_out[sel] = Xs
@@ -342,6 +386,8 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
             X_out[sel] = x
             if sens:
                 S_out[sel] = S
+            if carried is not None:
+                E_out[sel] = carried
         if final:
             break
         # ---- jumps at tau: breakpoints, then events in the model's order
@@ -356,7 +402,10 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
                                       "there (the solution is not differentiable in p)")
                 S = S + np.outer(model.rhs(t_before, x, p) - model.rhs(t_after, x, p), moving[0])
         for k, dtau in ev or ():
-            x, S = _apply_event(model, k, tau, x, S, p, dtau, t_after)
+            if carried is not None:
+                x, S, carried = _apply_event(model, k, tau, x, S, p, dtau, t_after, carried)
+            else:
+                x, S = _apply_event(model, k, tau, x, S, p, dtau, t_after)
             fired.append((disc.event_names[k], tau))
         cur, cur_is_stop = tau, True
 
@@ -371,6 +420,12 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
         X_out[finite.size:] = x_ss
         if sens:
             S_out[finite.size:] = S_ss
-    return Simulation(t=te, x=X_out, S=S_out, p=p, method=method, events=fired,
+    E_rel = None
+    if E_out is not None:
+        num = np.sqrt(np.einsum("kij,kij->k", E_out, E_out))
+        S_ex = S_out - E_out     # relative to the estimate of the exact S
+        den = np.sqrt(np.einsum("kij,kij->k", S_ex, S_ex))
+        E_rel = np.where(den > 0, num / np.where(den > 0, den, 1.0), num)
+    return Simulation(t=te, x=X_out, S=S_out, p=p, method=method, events=fired, error_estimate=E_rel,
                       breakpoints=np.array([s[0] for s in stops if s[1]]), steady_state=ss_info, segments=spans,
                       timings={"segments": seg_time, "steady_state": t_ss, "total": time.perf_counter() - t_start})
