@@ -254,7 +254,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         Parameters (names or model indices) whose sensitivities are wanted, e.g. a PEtab
         problem's estimated ones; ``S`` then has ``len(params)`` columns in this order
         (exactly the corresponding columns of the full ``S``). ``S0``, if given, has either
-        all ``n_params`` columns or ``len(params)``. Default: all. The sparse path
+        all ``n_params`` columns (model order) or ``len(params)`` (in the order of ``params``;
+        when the two are equal, model order). Default: all. The sparse path
         marches only these columns (and of them only those that can be non-zero: a
         structural non-zero in their column of ``B`` or a non-zero ``S0`` column); the
         dense path marches all and returns the selection.
