@@ -1,4 +1,4 @@
-"""Large models: import (cold and warm) and state-solve time, and a hook for the sensitivity pass.
+"""Large models: import (cold and warm), state-solve time and the exp2 sensitivity pass.
 
 Usage (from the repository root)::
 
@@ -21,9 +21,8 @@ process (the CPU time is robust to other load on a shared machine):
 * ``solve``: a state solve (LSODA, rtol 1e-6, atol 1e-9) over ``[0, t_end]`` (warm
   process only), and the number of right-hand side calls it made.
 
-Then :func:`time_sensitivity_pass` is called with the loaded model and trajectory:
-the hook for the sensitivity pass on large models (returns None until it is wired to
-the sparse kernels). Medians over ``--repeats``; a table, the fitted exponent of
+Then :func:`time_sensitivity_pass` times one exp2 sensitivity pass (``linalg="auto"``:
+the sparse march from 60 states) on that trajectory's grid, all parameters. Medians over ``--repeats``; a table, the fitted exponent of
 cold build CPU time against the number of species of the networks, and a log-log
 plot. Printed, not asserted.
 """
@@ -48,14 +47,19 @@ DEFAULT_MODELS = "salazar,lang,net50,net100,net200,net500,net1000,net2000"
 
 
 def time_sensitivity_pass(model, trajectory):
-    """Seconds of the sensitivity pass for ``model`` along ``trajectory``, or None.
+    """Seconds of one exp2 sensitivity pass (``linalg="auto"``) along the state solver's grid.
 
-    The hook for the sparse sensitivity kernels: replace the body with a timed call
-    (e.g. ``pbsens.sensitivities(model, trajectory, method=...)`` once it uses
-    ``model.jac_x_pattern`` and ``model.fns.jac_x_data_into``). The dense kernels are
-    not timed here: on thousands of states they are the cost being replaced.
+    The kernels are compiled (and the model's sparse runner built) on the first three grid
+    points first, outside the timing. Every parameter of the model, every grid point.
     """
-    return None
+    import time
+
+    import pbsens
+    t, x = trajectory.t, trajectory.x
+    pbsens.sensitivities(model, (t[:3], x[:3]), method="exp2", p=trajectory.p)
+    t0 = time.perf_counter()
+    pbsens.sensitivities(model, (t, x), method="exp2", p=trajectory.p, t_eval=t[-1:])
+    return time.perf_counter() - t0
 
 
 _CHILD = r"""
@@ -145,14 +149,15 @@ def _fmt(v, spec=".2f"):
 
 def table(rows):
     head = ("| model | backend | states | params | nnz A | cold build s (CPU) | warm build s (CPU) | "
-            "read s (wall) | cold process s (wall) | warm process s (wall) | solve s (CPU) | f calls |")
+            "read s (wall) | cold process s (wall) | warm process s (wall) | solve s (CPU) | f calls | "
+            "exp2 pass s (wall) |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['backend']} | {r['n_states']} | {r['n_params']} | {r['nnz_A']} | "
                      f"{_fmt(r['cold_build_wall'])} ({_fmt(r['cold_build_cpu'])}) | "
                      f"{_fmt(r['warm_build_wall'])} ({_fmt(r['warm_build_cpu'])}) | {_fmt(r['warm_read_wall'])} | "
                      f"{_fmt(r['cold_process_wall'])} | {_fmt(r['warm_process_wall'])} | "
-                     f"{_fmt(r.get('solve_cpu'))} | {_fmt(r.get('nfev'), '.0f')} |")
+                     f"{_fmt(r.get('solve_cpu'))} | {_fmt(r.get('nfev'), '.0f')} | {_fmt(r.get('sens_wall'))} |")
     return "\n".join(lines)
 
 
@@ -175,7 +180,8 @@ def plot(rows, path):
     for key, label, style in (("cold_build_cpu", "cold import (CPU s)", "o-"),
                               ("cold_build_wall", "cold import (wall s)", "o--"),
                               ("warm_build_wall", "warm load (wall s)", "s-"),
-                              ("solve_cpu", "state solve (CPU s)", "^-")):
+                              ("solve_cpu", "state solve (CPU s)", "^-"),
+                              ("sens_wall", "exp2 sensitivity pass (wall s)", "v-")):
         y = [r.get(key) for r in nets]
         if any(v is not None for v in y):
             ax.loglog(n, y, style, label=label)
@@ -212,12 +218,15 @@ def main(argv=None):
     k = exponent(rows)
     if k is not None:
         print(f"fitted exponent of cold build CPU time vs states (networks): {k:.2f}")
+    k_sens = exponent(rows, "sens_wall")
+    if k_sens is not None:
+        print(f"fitted exponent of the exp2 sensitivity pass (wall) vs states (networks): {k_sens:.2f}")
     try:
         load = os.getloadavg()
     except OSError:
         load = None
     with open(args.out, "w") as fh:
-        json.dump({"rows": rows, "exponent_cold_build_cpu": k, "repeats": args.repeats, "loadavg": load}, fh,
+        json.dump({"rows": rows, "exponent_cold_build_cpu": k, "exponent_sens_wall": k_sens, "repeats": args.repeats, "loadavg": load}, fh,
                   indent=1)
     if args.plot:
         plot(rows, args.plot)

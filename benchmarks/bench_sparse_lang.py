@@ -1,15 +1,26 @@
-"""Lang_PLOSComputBiol2024, first condition, nominal parameters: exp2 pass dense against sparse.
+"""Lang_PLOSComputBiol2024, first condition, nominal parameters: the exp2 pass on several grids and
+parameter sets, dense against sparse, and its error against tight forward sensitivities.
 
     python -m benchmarks.bench_sparse_lang [PETAB_YAML] [--rtol 1e-5] [--atol 1e-6] [--points K]
+        [--grid lsoda,rodas5p,outputs] [--params all,estimated] [--linalg sparse,dense]
+        [--reference FILE.npz] [--fs-params 16] [--fs-rtol 1e-9]
 
-The problem's parameter table has estimated log-scale parameters with nominal value 0, which
-``pbsens.petab.load`` refuses; they are fixed (not estimated) here, which leaves the model and
-its nominal parameter vector unchanged. States by LSODA on the condition's output times; then
-one exp2 pass with ``linalg="sparse"`` and one with ``linalg="dense"`` on the first K grid
-points (default all), their times, the sparse march's Taylor terms per interval, and the largest
-relative difference.
+The problem's parameter table has estimated log-scale parameters with nominal value 0; they are
+fixed (not estimated) here, which leaves the model and its nominal parameter vector unchanged.
+
+Grids: ``lsoda``: LSODA's grid (rtol, atol) with the output times merged; ``rodas5p``: the
+compiled Rodas5P's accepted steps with the output times merged (``substeps=1``); ``outputs``:
+the 600 output times only, states from Rodas5P's dense output. Parameters: ``all`` (722 model
+parameters) or ``estimated`` (the PEtab problem's estimated ones that are model parameters,
+``sensitivities(..., params=...)``). For every (grid, params, linalg) one timed exp2 pass
+(compiled on three points first). ``--reference``: forward sensitivities (Rodas5P, rtol
+``--fs-rtol``, atol 1e-2 of it) on ``--fs-params`` parameters drawn from the estimated ones with
+a non-zero column of ``B`` (seed 1), computed once and stored in FILE.npz (reused when it
+exists); each pass's ``E_k = ||S_k - S_ref,k||_F / ||S_ref,k||_F`` over those columns at the
+600 output times (median and max) is printed.
 """
 import argparse
+import os
 import time
 import warnings
 
@@ -24,12 +35,33 @@ from pbsens.sparse_path import runner
 DEFAULT = "../shared/petab/Lang_PLOSComputBiol2024/Lang_PLOSComputBiol2024.yaml"
 
 
+def _reference(m, times, p, x0, S0, cols, rtol, path):
+    if path and os.path.exists(path):
+        d = np.load(path)
+        if list(d["cols"]) == list(cols):
+            return d["S"]
+    t0 = time.perf_counter()
+    r = pbsens.forward_sensitivities(m, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, S0=S0[:, cols],
+                                     method="rodas5p", rtol=rtol, atol=rtol * 1e-2, params=cols)
+    print(f"forward sensitivities (Rodas5P, rtol {rtol:g}) on {len(cols)} parameters: "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    if path:
+        np.savez(path, S=r.S, cols=np.asarray(cols))
+    return r.S
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("yaml", nargs="?", default=DEFAULT)
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--atol", type=float, default=1e-6)
-    ap.add_argument("--points", type=int, default=0)
+    ap.add_argument("--points", type=int, default=0, help="first K grid points only (lsoda grid)")
+    ap.add_argument("--grid", default="lsoda")
+    ap.add_argument("--params", default="all")
+    ap.add_argument("--linalg", default="sparse,dense")
+    ap.add_argument("--reference", default="")
+    ap.add_argument("--fs-params", type=int, default=16)
+    ap.add_argument("--fs-rtol", type=float, default=1e-9)
     a = ap.parse_args(argv)
     warnings.simplefilter("ignore", RuntimeWarning)
     problem, files = read_problem(a.yaml)
@@ -39,25 +71,59 @@ def main(argv=None):
     pr = Problem.from_petab(problem, lint=False, files=files)
     m = pr.model
     name, times, p, x0, S0, _ = next(error_estimate.problem_conditions(pr))
-    t0 = time.perf_counter()
-    tr = pbsens.solve_states(m, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, rtol=a.rtol, atol=a.atol)
-    print(f"{m.name}: condition {name}, n = {m.n_states}, np = {m.n_params}; LSODA rtol {a.rtol:g}: "
-          f"{time.perf_counter() - t0:.2f} s, {tr.t.size} grid points", flush=True)
-    K = a.points or tr.t.size
-    tt, xx = tr.t[:K], tr.x[:K]
-    te = tt[np.isin(tt, times)]
-    out = {}
-    for la in ("sparse", "dense"):
-        pbsens.sensitivities(m, (tt[:3], xx[:3]), method="exp2", S0=S0, linalg=la, p=p)   # compile
+    est_names = set(problem.parameter_df.index[problem.parameter_df["estimate"] == 1])
+    estimated = [j for j, nm in enumerate(m.param_names) if nm in est_names]
+    print(f"{m.name}: condition {name}, n = {m.n_states}, np = {m.n_params} ({len(estimated)} estimated), "
+          f"{times.size} output times; load {os.getloadavg()[0]:.1f}", flush=True)
+    cols = None
+    S_ref = None
+    if a.reference:
+        from pbsens.model.sparsity import sparse_jacobians
+        with_b = set(np.unique(sparse_jacobians(m).Bi).tolist())
+        pool = [j for j in estimated if j in with_b]
+        cols = sorted(np.random.default_rng(1).choice(pool, min(a.fs_params, len(pool)), replace=False).tolist())
+        S_ref = _reference(m, times, p, x0, S0, cols, a.fs_rtol, a.reference)
+    grids = {}
+    for g in a.grid.split(","):
         t0 = time.perf_counter()
-        out[la] = pbsens.sensitivities(m, (tt, xx), method="exp2", S0=S0, linalg=la, p=p, t_eval=te).S
-        extra = ""
-        if la == "sparse":
-            st = runner(m).stats
-            extra = f"; Taylor terms/interval {st[0] / (K - 1):.2f}, dense steps {st[2]} of {K - 1}"
-        print(f"exp2 {la}: {time.perf_counter() - t0:.2f} s on {K} points{extra}", flush=True)
-    d = np.abs(out["sparse"] - out["dense"]).max() / np.abs(out["dense"]).max()
-    print(f"max relative difference sparse/dense: {d:.2e}")
+        if g == "lsoda":
+            tr = pbsens.solve_states(m, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, rtol=a.rtol, atol=a.atol)
+            K = a.points or tr.t.size
+            tt, xx = tr.t[:K], tr.x[:K]
+        else:
+            tr = pbsens.solve_states(m, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, method="rodas5p",
+                                     rtol=a.rtol, atol=a.atol)
+            tt, xx = tr.t, tr.x
+            if g == "outputs":
+                keep = np.isin(tt, times)
+                tt, xx = tt[keep], xx[keep]
+        grids[g] = (tt, xx)
+        print(f"grid {g}: {tt.size} points, state solve {time.perf_counter() - t0:.2f} s", flush=True)
+    for g, (tt, xx) in grids.items():
+        te = tt[np.isin(tt, times)]
+        for ps in a.params.split(","):
+            sel = None if ps == "all" else estimated
+            out = {}
+            for la in a.linalg.split(","):
+                pbsens.sensitivities(m, (tt[:3], xx[:3]), method="exp2", S0=S0, linalg=la, p=p, params=sel)
+                t0 = time.perf_counter()
+                r = pbsens.sensitivities(m, (tt, xx), method="exp2", S0=S0, linalg=la, p=p, t_eval=te, params=sel)
+                dt = time.perf_counter() - t0
+                out[la] = r
+                extra = ""
+                if la == "sparse":
+                    st = runner(m).stats
+                    extra = f", dense steps {st[2]} of {tt.size - 1}"
+                if S_ref is not None and te.size == times.size:
+                    idx = [r.param_names.index(m.param_names[j]) for j in cols]
+                    D = r.S[:, :, idx] - S_ref
+                    E = np.sqrt((D ** 2).sum(axis=(1, 2)) / np.maximum((S_ref ** 2).sum(axis=(1, 2)), 1e-300))
+                    extra += f"; E vs FS on {len(cols)} columns: median {np.median(E[1:]):.2e}, max {E[1:].max():.2e}"
+                print(f"exp2 {la}, grid {g} ({tt.size} points), params {ps} ({r.S.shape[2]}): {dt:.2f} s{extra}; "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+            if len(out) == 2:
+                s, d = out["sparse"].S, out["dense"].S
+                print(f"  max relative difference sparse/dense: {np.abs(s - d).max() / np.abs(d).max():.2e}")
 
 
 if __name__ == "__main__":

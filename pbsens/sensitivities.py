@@ -128,7 +128,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                   substeps=None, estimate_error=False,
                   sens_rtol=None, sens_atol=None, state_error="auto", max_refine=12, max_split=64,
                   max_grid_factor=200, max_substeps=10_000_000, tighten_states=True,
-                  linalg="auto", freeze=1.0) -> SensitivityResult:
+                  linalg="auto", freeze=1.0, params=None) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
     Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
@@ -271,6 +271,15 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         the forcing ``A S + B`` over the gap is mostly ``B``'s, which the refinement resolves
         (METHOD.md section 13). Default 1 (measured on PKA, CaMKII, Chua: docs/PERFORMANCE.md);
         0 or False: every interval its own matrix; ``inf``: freeze every refined gap.
+    params : sequence of str or int, optional
+        Parameters (names or model indices) whose sensitivities are wanted, e.g. a PEtab
+        problem's estimated ones; ``S`` then has ``len(params)`` columns in this order
+        (exactly the corresponding columns of the full ``S``). ``S0``, if given, has either
+        all ``n_params`` columns (model order) or ``len(params)`` (in the order of ``params``;
+        when the two are equal, model order). Default: all. The sparse path
+        marches only these columns (and of them only those that can be non-zero: a
+        structural non-zero in their column of ``B`` or a non-zero ``S0`` column); the
+        dense path marches all and returns the selection.
 
     Returns
     -------
@@ -411,14 +420,21 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         raise PbsensError("'interpolation': 'dense' needs a Trajectory with dense output "
                           "(solve_states(..., dense_output=True))")
 
-    # ---- initial sensitivity
-    nx, np_ = model.n_states, model.n_params
+    # ---- initial sensitivity, for the selected parameters
+    from .sensitivity_params import select_params
+    sel, sel_names = select_params(model, params)
+    all_params = params is None
+    nx, np_ = model.n_states, sel.size
     if S0 is None:
-        S = model.initial_sensitivity(p)
+        S_full = model.initial_sensitivity(p)
+    elif not all_params and np.shape(S0) == (nx, np_) and np_ != model.n_params:
+        S_full = np.zeros((nx, model.n_params))
+        S_full[:, sel] = model.check_S(S0, n_cols=np_)
     else:
-        S = model.check_S(S0)
+        S_full = model.check_S(S0)
+    S_full = np.ascontiguousarray(S_full)
+    S = S_full if all_params else np.ascontiguousarray(S_full[:, sel])
     S0_used = S.copy()
-    S = np.ascontiguousarray(S)
 
     # ---- march
     t0 = time.perf_counter()
@@ -440,13 +456,13 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         else:
             branch, n_int = plan_in
         reused = np.zeros(K - 1, dtype=np.int8)
-        S_run = np.ascontiguousarray(S.copy())
-        S_out = np.empty((n_out, nx, np_))
         X_sub = np.empty((0, nx))
         sub_offset = np.zeros(K - 1, dtype=np.int64)
         planned = 0 if plan_in is None else 1
         if use_sparse:
-            status = sparse_path.runner(model)(tg, xg, p, S_run, oi, S_out, branch, n_int, code)
+            S_run = np.ascontiguousarray(S.copy())
+            S_out = np.empty((n_out, nx, np_))
+            status = sparse_path.runner(model)(tg, xg, p, S_run, oi, S_out, branch, n_int, code, cols=sel)
             if status >= 0:
                 raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
                                   f"[{tg[status]:.6g}, {tg[status + 1]:.6g}] (method {method!r}, linalg 'sparse'); "
@@ -470,6 +486,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                 t_sub = tg[k_of] + i_of * (tg[k_of + 1] - tg[k_of]) / n_int[k_of]
                 X_sub = np.ascontiguousarray(dense(t_sub).T)
             planned = 1
+        S_run = np.ascontiguousarray(S_full.copy())         # the dense march: every parameter
+        S_out = np.empty((n_out, nx, model.n_params))
         status = bound_march(tg, xg, p, model.constants, S_run, oi, code, n_factor, n_max, eq_tol, norm_kind,
                              interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
                              scale_atol, max_substeps=max_substeps, gap_end=gap_end,
@@ -478,6 +496,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
                               f"[{tg[status]:.6g}, {tg[status + 1]:.6g}] (method {method!r}); the Jacobians may "
                               "be non-finite there, or the PBS step unstable (try method='pbsr' or a finer grid)")
+        if not all_params:
+            S_out = np.ascontiguousarray(S_out[:, :, sel])
         return S_out, branch, n_int, reused
 
     t_solver, x_solver = t, x            # the solver's grid (with t_eval merged): interpolation source
@@ -629,7 +649,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         t=np.array(t_out), x=x[out_index >= 0], S=S_out, method=method, p=p.copy(),
         x0=x[0].copy(), S0=S0_used, grid=t, branch=_BRANCH_ARRAY[branch],
         n_int=n_int, model_name=model.name, state_names=list(model.state_names),
-        param_names=list(model.param_names), options=options, timings=timings, reused=reused.astype(bool),
+        param_names=list(sel_names), options=options, timings=timings, reused=reused.astype(bool),
         error_estimate=E_est, error_estimate_params=E_par, state_error_estimate=E_state, subdivisions=n_split,
         error_matrix=E_mat)
 

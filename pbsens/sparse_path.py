@@ -68,24 +68,74 @@ class SparseRunner:
             self._jpd = _Compiled(self.sj.jpd, vector_fn_sig)
         self.stats = np.zeros(3, dtype=np.int64)
 
-    def __call__(self, t, x, p, S, out_index, S_out, branch, n_int, method_code):
-        """March; returns the kernel's status (``-1``, or ``k >= 0``: not finite after interval k)."""
+    def __call__(self, t, x, p, S, out_index, S_out, branch, n_int, method_code, cols=None):
+        """March; returns the kernel's status (``-1``, or ``k >= 0``: not finite after interval k).
+
+        ``cols``: the model parameter indices of ``S``'s columns (default all). Only the
+        *active* ones are marched: a column whose ``B`` column has no structural non-zero
+        and whose initial value is zero stays exactly zero (``S' = A S``, ``S(t0) = 0``), and
+        is written as zeros without a step (METHOD.md section 12).
+        """
         from .kernels.sparse_march import sparse_march
         from .model.sparsity import extend
         c = self.model.constants
+        nx = self.model.n_states
+        cols = np.arange(self.model.n_params, dtype=np.int64) if cols is None else np.asarray(cols, np.int64)
         S_in = S.copy()
+        nonzero_start = np.any(S_in != 0.0, axis=0)
         for _ in range(_MAX_EXTEND + 1):
             sj = self.sj
-            S[...] = S_in
-            status = sparse_march(self._jacs, self._jxd, self._jpd, 1 if sj.gather else 0, t, x, p, c, S,
-                                  out_index, method_code, sj.Ap, sj.Ai, sj.Bp, sj.Bi, S_out, branch, n_int,
-                                  self.stats, DENSE_STEP_MAX_STATES)
+            active, Rp, Ri, Rsel = _reduced_pattern(sj.Bp, sj.Bi, cols, nonzero_start)
+            if active.size == 0:         # every column stays zero: nothing to march
+                S_out[...] = 0.0
+                S[...] = 0.0
+                branch[:] = codes.BRANCH_EXP2 if method_code == codes.METHOD_EXP2 else codes.BRANCH_EXP
+                n_int[:] = 1
+                return -1
+            S_run = np.ascontiguousarray(S_in[:, active])
+            S_out_run = np.empty((S_out.shape[0], nx, active.size))
+            status = sparse_march(self._jacs, self._jxd, self._jpd, 1 if sj.gather else 0, t, x, p, c, S_run,
+                                  out_index, method_code, sj.Ap, sj.Ai, sj.Bp, sj.Bi, S_out_run, branch, n_int,
+                                  self.stats, DENSE_STEP_MAX_STATES, Rp, Ri, Rsel)
             if status > -2:
+                if active.size == cols.size:
+                    S_out[...] = S_out_run
+                    S[...] = S_run
+                else:
+                    S_out[...] = 0.0
+                    S_out[:, :, active] = S_out_run
+                    S[...] = 0.0
+                    S[:, active] = S_run
                 return status
             k = -2 - status              # the adapter's pattern missed an entry at grid point k
             self.sj = extend(self.model, sj, t[k], x[k], p)
         raise PbsensError(f"model {self.model.name!r}: the Jacobians' sparsity pattern kept changing along the "
                           "trajectory; use linalg='dense'")
+
+
+def _reduced_pattern(Bp, Bi, cols, nonzero_start):
+    """The columns of ``S`` to march and ``B``'s pattern restricted to them.
+
+    Returns ``(active, Rp, Ri, Rsel)``: positions in ``cols`` of the columns marched (those
+    with a structural non-zero of ``B`` or a non-zero initial value), the CSR pattern of
+    ``B[:, cols[active]]`` with column indices into ``active``, and per entry its position
+    in the values on ``(Bp, Bi)``.
+    """
+    n_p = int(Bi.max()) + 1 if Bi.size else 0
+    n_p = max(n_p, int(cols.max()) + 1 if cols.size else 0)
+    has_b = np.zeros(n_p, dtype=bool)
+    has_b[Bi] = True
+    active = np.flatnonzero(has_b[cols] | nonzero_start).astype(np.int64)
+    pos = np.full(n_p, -1, dtype=np.int64)
+    pos[cols[active]] = np.arange(active.size)
+    new_col = pos[Bi]
+    keep = new_col >= 0
+    rows = np.repeat(np.arange(Bp.size - 1), np.diff(Bp))
+    Rp = np.zeros(Bp.size, dtype=np.int64)
+    np.add.at(Rp, rows[keep] + 1, 1)
+    Rp = np.cumsum(Rp).astype(np.int64)
+    return (active, Rp, np.ascontiguousarray(new_col[keep], dtype=np.int64),
+            np.ascontiguousarray(np.flatnonzero(keep), dtype=np.int64))
 
 
 def runner(model) -> SparseRunner:

@@ -103,11 +103,21 @@ def _csr_norm1(indptr, indices, data, colsum):
     return expmv.csr_norm1_shifted(indptr, indices, data, 0.0, colsum)
 
 
+@njit(types.void(vec, ivec, vec), cache=True, _nrt=False)
+def _compact(full, sel, out):
+    for q in range(sel.shape[0]):
+        out[q] = full[sel[q]]
+
+
 @njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
-         tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat),
+         tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat,
+         ivec, ivec, ivec, mat),
       cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
-          stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n):
+          stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n,
+          Rp, Ri, Rsel, Bf):
+    # B is evaluated on its full pattern (Bp, Bi) into Bf and compacted to the columns marched
+    # (pattern Rp, Ri; Rsel: positions in Bf), which is all that the steps below see
     K = t.shape[0]
     second = method == METHOD_EXP2
     nx, np_ = S.shape
@@ -116,8 +126,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
     for i in range(nx):
         for j in range(np_):
             S0[i, j] = S[i, j]
-    if not _eval(jacs, jxd, jpd, gather, t[0], X[0], p, c, Ap, Ai, Bp, Bi, Ad[0], Bd[0], Adense, Bdense):
+    if not _eval(jacs, jxd, jpd, gather, t[0], X[0], p, c, Ap, Ai, Bp, Bi, Ad[0], Bf[0], Adense, Bdense):
         return -2
+    _compact(Bf[0], Rsel, Bd[0])
     if out_index[0] >= 0:
         _finite_copy(S0, S_out[out_index[0]])
     for k in range(K - 1):
@@ -128,8 +139,10 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
             Sk, Sk1 = S0, S1
         else:
             Sk, Sk1 = S1, S0
-        if not _eval(jacs, jxd, jpd, gather, t[k + 1], X[k + 1], p, c, Ap, Ai, Bp, Bi, A1, B1, Adense, Bdense):
+        if not _eval(jacs, jxd, jpd, gather, t[k + 1], X[k + 1], p, c, Ap, Ai, Bp, Bi, A1, Bf[1 - g], Adense,
+                     Bdense):
             return -3 - k
+        _compact(Bf[1 - g], Rsel, B1)
         h = t[k + 1] - t[k]
         if second:
             for q in range(Abar.shape[0]):
@@ -141,7 +154,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
         else:
             Ause = A0
             branch[k] = BRANCH_EXP
-        mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Bp, Bi, B0, Dd, second, h, np_, TT, dwork)
+        mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_, TT, dwork)
         use_dense = False
         if dense_max >= nx and s > 0:
             nrm = h * _csr_norm1(Ap, Ai, Ause, TT[0])
@@ -161,9 +174,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
             for i in range(nx):
                 for j in range(np_):
                     SBd[i, j] = Sk[i, j]
-            _scatter(Bp, Bi, B0, SBd[nx:])
+            _scatter(Rp, Ri, B0, SBd[nx:])
             if second:
-                _scatter(Bp, Bi, B1, B1n)
+                _scatter(Rp, Ri, B1, B1n)
                 linalg.exp_phi12_into(Adn, h, EFF, ws)
                 steps.exp2_prepare_inplace(EFF, h)
                 steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
@@ -172,7 +185,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 steps.exp_step_stacked_into(EF, SBd, Sk1)
             stats[2] += 1
         else:
-            terms, s = expmv.expmv_apply(Ap, Ai, Ause, Bp, Bi, B0, Dd, second, h, mu, gsc, m, s, Sk, Sk1, T, T2)
+            terms, s = expmv.expmv_apply(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, mu, gsc, m, s, Sk, Sk1, T, T2)
             stats[0] += terms
             stats[1] += s
         n_int[k] = 1
@@ -190,9 +203,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
 
 
 @_njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
-                tens, i8vec, ivec, ivec, i8), cache=True)
+                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec), cache=True)
 def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
-                 n_int, stats, dense_max):
+                 n_int, stats, dense_max, Rp, Ri, Rsel):
     """March ``S`` over the grid ``t`` (states ``X``) with the exp or exp2 step, sparse Jacobians.
 
     Parameters
@@ -209,6 +222,9 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
         intervals that took the dense step.
     dense_max : the dense step is considered on models with at most this many states (its
         ``O(nx^2)`` work arrays are allocated only then).
+    Rp, Ri, Rsel : the columns of ``B`` that ``S``'s columns are for: CSR pattern (nx x
+        ``S.shape[1]``) and, per entry, its position in the values on ``(Bp, Bi)``. All
+        columns: ``Rp, Ri = Bp, Bi`` and ``Rsel = arange(len(Bi))``.
 
     Returns
     -------
@@ -217,8 +233,9 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     """
     nx, np_ = S.shape
     nA = Ai.shape[0]
-    nB = Bi.shape[0]
+    nB = Ri.shape[0]
     Ad = np.zeros((2, nA))
+    Bf = np.zeros((2, Bi.shape[0]))
     Bd = np.zeros((2, nB))
     Abar = np.zeros(nA)
     Dd = np.zeros(nB)
@@ -227,7 +244,7 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     dwork = np.empty(2 * (expmv.P_MAX + 2))
     if gather == 1:
         Adense = np.empty((nx, nx))
-        Bdense = np.empty((nx, np_))
+        Bdense = np.empty((nx, p.shape[0]))
     else:
         Adense = np.empty((0, 0))
         Bdense = np.empty((0, 0))
@@ -243,4 +260,4 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     stats[2] = 0
     return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
                  n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
-                 SBd, B1n)
+                 SBd, B1n, Rp, Ri, Rsel, Bf)
