@@ -11,17 +11,12 @@ from pbsens.model import sparsity
 from pbsens.model.mass_action import random_mass_action_model
 from pbsens.sensitivities import sensitivities
 from pbsens.sparse_path import SPARSE_MIN_STATES, state_jacobian
-from reference import reference_march
-
-
-def rel_max(a, b):
-    return np.abs(a - b).max() / np.abs(b).max()
+from reference import mass_action_network, reference_march, rel_max
 
 
 @pytest.fixture(scope="module")
 def network():
-    m = random_mass_action_model(40, n_classes=6, seed=3)
-    return m, pbsens.solve_states(m, (0.0, 5.0), method="BDF", rtol=1e-7, atol=1e-10)
+    return mass_action_network()
 
 
 @pytest.fixture
