@@ -322,9 +322,10 @@ def test_compare_table_and_figure(procs, work, chua):
             assert np.isfinite(row[k]) and row[k] >= 0, (row, k)
         assert row["E_max"] >= row["E_median"]
     assert doc["reference"]["rtol"] == 1e-10 and doc["reference"]["atol"] == 1e-12 and doc["samples"] == 3
-    # E_k of PBSR against the API's reference, same call
+    assert doc["reference"]["solver"] == "Radau" and doc["reference"]["check"]["E_max"] < 1e-6
+    # E_k of PBSR against the API's reference (Radau, the command's default), same call
     r = pbsens.sensitivities(chua, t_span=(0.0, 1.0), method="pbsr")
-    ref = forward_sensitivities(chua, (0.0, 1.0), t_eval=r.t, rtol=1e-10, atol=1e-12)
+    ref = forward_sensitivities(chua, (0.0, 1.0), t_eval=r.t, method="Radau", rtol=1e-10, atol=1e-12)
     E = relative_error(r, ref)
     assert rows["pbsr"]["E_median"] == pytest.approx(float(np.median(E[np.isfinite(E)])), rel=1e-10)
     # the paper's claim on Chua: PBSR much more accurate than Exp

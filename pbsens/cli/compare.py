@@ -26,7 +26,7 @@ def _max(a):
 
 def compare_methods(model, t_span, t_eval=None, p=None, solver="LSODA", rtol=1e-5, atol=1e-6,
                     fs_rtol=1e-8, fs_atol=1e-10, ref_rtol=1e-10, ref_atol=1e-12, samples=20, seed=0,
-                    repeats=3, progress=False):
+                    repeats=3, progress=False, ref_method="Radau", ref_check="rodas5p"):
     """PBSR vs Exp vs FS on one model: accuracy and time (the computation behind ``pbsens compare``).
 
     PBSR and Exp run on the same state trajectory (``solver``, ``rtol``, ``atol``);
@@ -45,6 +45,15 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver="LSODA", rtol=1e-
         Tolerances of the compared FS.
     ref_rtol, ref_atol : float
         Tolerances of the FS reference for ``E_k``.
+    ref_method : {"Radau", "rodas5p", "BDF"}
+        Integrator of the FS reference (default Radau). Not BDF by default: on a stiff
+        model near finite-time blow-up scipy's BDF missed its tolerance by orders of
+        magnitude (relative error of S 1.4e-2 at rtol 1e-8, Radau 8e-9 at 1e-10).
+    ref_check : {"rodas5p", "Radau", "BDF"} or None
+        A second reference by another integrator at the same tolerances; the relative
+        difference of the two (``reference["check"]``: median and max over the output
+        times) is how far ``E_k`` can be trusted. An ``AccuracyWarning`` when it exceeds
+        1e-6. None: no check.
     samples : int
         Perturbations for ``kappa_bar`` (0: skip it).
     seed : int
@@ -70,7 +79,20 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver="LSODA", rtol=1e-
     results = {m_: sensitivities(model, tr, method=m_) for m_ in ("pbsr", "exp")}
     t_out = results["pbsr"].t
     results["fs"] = fs(model, t_span, t_eval=t_out, p=tr.p, rtol=fs_rtol, atol=fs_atol)
-    ref = fs(model, t_span, t_eval=t_out, p=tr.p, rtol=ref_rtol, atol=ref_atol)
+    ref_method, ref_check = _reference_methods(ref_method, ref_check)
+    ref = fs(model, t_span, t_eval=t_out, p=tr.p, rtol=ref_rtol, atol=ref_atol, method=ref_method)
+    check = None
+    if ref_check is not None:
+        ref2 = fs(model, t_span, t_eval=t_out, p=tr.p, rtol=ref_rtol, atol=ref_atol, method=ref_check)
+        d = np.asarray(relative_error(ref2, ref, state_tol=1.0))
+        check = {"solver": ref_check, "E_median": _median(d), "E_max": _max(d)}
+        if not check["E_max"] <= REFERENCE_CHECK_WARN:
+            import warnings
+            from ..errors import AccuracyWarning
+            warnings.warn(f"the FS references by {ref_method} and {ref_check} (rtol {ref_rtol:g}, atol "
+                          f"{ref_atol:g}) differ by up to {check['E_max']:.2g} in relative S: E_k below that is "
+                          "not resolved (tighten --ref-rtol/--ref-atol or change --ref-method)",
+                          AccuracyWarning, stacklevel=2)
 
     times = {m_: {"states": [], "sensitivities": []} for m_ in results}
     bar = tqdm(total=3 * repeats, desc="timing", disable=not progress, leave=False)
@@ -108,10 +130,29 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver="LSODA", rtol=1e-
             "grid_points": int(len(results["pbsr"].grid)),
             "solver": {"method": solver, "rtol": rtol, "atol": atol},
             "fs": {"method": "BDF", "rtol": fs_rtol, "atol": fs_atol},
-            "reference": {"method": "fs", "solver": "BDF", "rtol": ref_rtol, "atol": ref_atol},
+            "reference": {"method": "fs", "solver": ref_method, "rtol": ref_rtol, "atol": ref_atol,
+                          "check": check},
             "samples": int(samples), "seed": int(seed), "repeats": int(repeats),
             "branches": results["pbsr"].branch_counts(),
             "rows": rows, "results": results, "E": E, "kappa_bar": kb, "ref": ref}
+
+
+#: Above this relative difference of the two references, ``compare_methods`` warns.
+REFERENCE_CHECK_WARN = 1e-6
+_REF_METHODS = ("Radau", "rodas5p", "BDF")
+
+
+def _reference_methods(ref_method, ref_check):
+    """The reference's integrator and its check's (None: no check), validated."""
+    from ..errors import PbsensError
+    if ref_method not in _REF_METHODS:
+        raise PbsensError(f"'ref_method' must be one of {', '.join(_REF_METHODS)}; got {ref_method!r}")
+    if ref_check in (None, "none"):
+        return ref_method, None
+    if ref_check not in _REF_METHODS or ref_check == ref_method:
+        raise PbsensError(f"'ref_check' must be None or one of {', '.join(_REF_METHODS)} other than "
+                          f"ref_method ({ref_method!r}); got {ref_check!r}")
+    return ref_method, ref_check
 
 
 _LABELS = {"pbsr": "PBSR", "exp": "Exp", "fs": "FS"}
@@ -142,11 +183,13 @@ def run(args):
     c = compare_methods(m, span, t_eval=te, p=p, solver=args.solver, rtol=args.rtol, atol=args.atol,
                         fs_rtol=args.fs_rtol, fs_atol=args.fs_atol, ref_rtol=args.ref_rtol,
                         ref_atol=args.ref_atol, samples=args.samples, seed=args.seed, repeats=args.repeats,
-                        progress=show_progress(args))
+                        progress=show_progress(args), ref_method=args.ref_method, ref_check=args.ref_check)
     ref = c["reference"]
     say(args, f"{m.name} on [{span[0]:g}, {span[1]:g}]: {c['n_times']} output times "
                f"(state grid {c['grid_points']} points, {args.solver} rtol {args.rtol:g} atol {args.atol:g})")
-    say(args, f"E_k against FS (BDF, rtol {ref['rtol']:g}, atol {ref['atol']:g}); "
+    say(args, f"E_k against FS ({ref['solver']}, rtol {ref['rtol']:g}, atol {ref['atol']:g}"
+               + (f"; {ref['check']['solver']} differs by {ref['check']['E_max']:.1e} at most" if ref["check"] else "")
+               + "); "
                + (f"kappa_bar over {args.samples} samples (seed {args.seed}); " if args.samples else "")
                + f"times: median of {args.repeats} runs")
     say(args, f"{'method':<7} {'E_k median':>11} {'E_k max':>10} {'kappa_bar med':>14} "
@@ -227,6 +270,10 @@ def add_parser(subparsers):
                     help="rtol of the FS reference for E_k (default 1e-10)")
     sp.add_argument("--ref-atol", type=positive_float, default=1e-12,
                     help="atol of the FS reference for E_k (default 1e-12)")
+    sp.add_argument("--ref-method", default="Radau", choices=_REF_METHODS,
+                    help="integrator of the FS reference (default Radau)")
+    sp.add_argument("--ref-check", default="rodas5p", choices=_REF_METHODS + ("none",),
+                    help="a second reference by this integrator, reported beside E (default rodas5p; none: skip)")
     sp.add_argument("--samples", type=nonneg_int, default=20,
                     help="perturbations for kappa_bar (default 20; the paper uses 100; 0 skips it)")
     sp.add_argument("--seed", type=int, default=0, help="seed of the kappa_bar perturbations (default 0)")
