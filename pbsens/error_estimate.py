@@ -114,14 +114,8 @@ def relative_difference(S, S_fine, order, c=None):
     ``c`` overrides the factor (:data:`EXTRAPOLATION_FACTOR` for a pair of extrapolations).
     """
     c = 2.0 ** order / (2.0 ** order - 1.0) if c is None else c
-    D = S - S_fine
-    num = np.sqrt(np.einsum("kij,kij->k", D, D))
-    den = np.sqrt(np.einsum("kij,kij->k", S_fine, S_fine))
-    E = c * np.where(den > 0, num / np.where(den > 0, den, 1.0), num)
-    num_p = np.sqrt(np.einsum("kij,kij->kj", D, D))
-    den_p = np.sqrt(np.einsum("kij,kij->kj", S_fine, S_fine))
-    Ep = c * np.where(den_p > 0, num_p / np.where(den_p > 0, den_p, 1.0), num_p)
-    return E, Ep
+    E, Ep = signed_estimate(S - S_fine, S_fine)
+    return c * E, c * Ep
 
 
 def signed_estimate(E_mat, S):
