@@ -32,6 +32,7 @@ from numba import njit, types
 from numba.core.typing.typeof import typeof_impl
 
 from . import linalg, steps
+from .blas import gemm_into
 from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRANCH_STIFF,  # noqa: F401
                     INTERP_CODES, INTERP_DENSE, INTERP_HERMITE, METHOD_CODES, METHOD_EXP, METHOD_EXP2,
                     METHOD_PBS, METHOD_PBSR2, NORM_SCALED)
@@ -160,6 +161,41 @@ def _norm_scaled(A, x, atol, colsum):
     return best
 
 
+@njit(types.boolean(mat, mat, f8), cache=True, _nrt=False)
+def _close(X, Xc, thr):
+    """Whether every entry of ``X`` is within ``thr`` of ``Xc`` (NaN: not); no early exit, so it vectorises."""
+    x, xc = flat(X), flat(Xc)
+    bad = 0
+    for i in range(x.shape[0]):
+        bad |= not abs(x[i] - xc[i]) <= thr
+    return bad == 0
+
+
+@njit(f8(mat), cache=True, _nrt=False)
+def _max_abs(X):
+    x = flat(X)
+    m = 0.0
+    for i in range(x.shape[0]):
+        m = max(m, abs(x[i]))
+    return m
+
+
+@njit(types.void(mat, mat, mat, mat), cache=True, _nrt=False)
+def _exp2_forcing_into(EG, Bk, Bk1, Fc):
+    """``Fc = G1 B_k + G2 B_k+1`` of ``EG = [E | G1 | G2]``: the exp2 step's forcing term."""
+    nx = Bk.shape[0]
+    gemm_into(EG[:, nx:2 * nx], Bk, Fc, 1.0, 0.0)
+    gemm_into(EG[:, 2 * nx:], Bk1, Fc, 1.0, 1.0)
+
+
+@njit(types.void(mat, mat, mat, mat), cache=True, _nrt=False)
+def _exp2_step_with_forcing(EG, Sk, Fc, S_next):
+    """``S_next = E S_k + Fc``: the exp2 step with its forcing term given."""
+    nx = Sk.shape[0]
+    linalg.copy_into(Fc, S_next)
+    gemm_into(EG[:, :nx], Sk, S_next, 1.0, 1.0)
+
+
 @njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8, vec, vec, f8), cache=True, _nrt=False)
 def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, colsum, x0, scale_atol):
     """Branch and number of sub-intervals for one grid interval (Algorithm 2's switch).
@@ -231,6 +267,11 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
     Ae = Wn[7]                       # A at the end of the refined gap (freezing, exp2)
     Agap = Wn[8]                     # (A_a + A_e)/2 of a frozen gap
     Be = Wp[4]                       # B at the end of the refined gap
+    Fc = Wp[5]                       # G1 B_k + G2 B_k+1 of the cached matrix functions (exp2) ...
+    Bc0, Bc1 = Wp[6], Wp[7]          # ... for these B_k, B_k+1
+    have_fc = False
+    thr0 = 0.0
+    thr1 = 0.0
     frozen = False
     hc = 0.0                         # ... with this step
     norm_c = 0.0
@@ -343,6 +384,7 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
             if have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol):
                 reused[k] = 1
             else:
+                have_fc = False
                 if second_order:
                     linalg.exp_phi12_into(key, h, EFF, ws)
                     steps.exp2_prepare_inplace(EFF, h)
@@ -352,7 +394,18 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
                 hc = h
                 norm_c = linalg.norm1_rowwise(key, colsum)
                 have_exp = True
-            if second_order:
+            if second_order and reused[k] == 1:
+                # the matrix functions are reused: so is the forcing term G1 B_k + G2 B_k+1 while
+                # B_k, B_k+1 stay within reuse_tol (of their largest entry) of the cached ones
+                if not (have_fc and _close(B0, Bc0, thr0) and _close(B1, Bc1, thr1)):
+                    _exp2_forcing_into(EFF, B0, B1, Fc)
+                    linalg.copy_into(B0, Bc0)
+                    linalg.copy_into(B1, Bc1)
+                    thr0 = reuse_tol * _max_abs(B0)
+                    thr1 = reuse_tol * _max_abs(B1)
+                    have_fc = True
+                _exp2_step_with_forcing(EFF, Sk, Fc, Sk1)
+            elif second_order:
                 steps.exp2_step_stacked_into(EFF, SBk, B1, Sk1)
             else:
                 steps.exp_step_stacked_into(EF, SBk, Sk1)
@@ -449,7 +502,7 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     # the S rows of slot 1-g (whose B rows hold B_k+1). B_k is SB[g][nx:].
     SB = np.empty((2, 2 * nx, np_))
     Wn = np.empty((9, nx, nx))       # n x n work matrices (names in _march_loop)
-    Wp = np.empty((5, nx, np_))      # n x np work matrices
+    Wp = np.empty((8, nx, np_))      # n x np work matrices
     V = np.empty((4, nx))            # vectors
     cs = np.empty(max(nx, np_))      # column sums of the switch's 1-norms
     EF = np.empty((nx, 2 * nx))      # [E | F] for the exp step
