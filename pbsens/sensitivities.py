@@ -190,7 +190,10 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         LSODA's 423 intervals (180 instead of 133 of Rodas5P's) with the median
         and largest error of ``S`` unchanged to 3 digits (Rodas5P exp2 median
         5.4e-12 -> 5.8e-12); PKA and Chua unchanged. 0: reuse on equality
-        only. (PBS sub-steps reuse their step matrices only when the Jacobians are
+        only. An exp2 step that reuses them also reuses its forcing term
+        ``G1 B_k + G2 B_k+1`` while ``B_k``, ``B_k+1`` stay within ``reuse_tol`` of
+        the cached ones (relative to their largest entry): one product instead of three.
+        (PBS sub-steps reuse their step matrices only when the Jacobians are
         exactly equal, which leaves the result unchanged.)
     substeps : int, optional
         Refine the grid so that no interval is longer than ``1/substeps`` of the
