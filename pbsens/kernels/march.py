@@ -32,6 +32,7 @@ from numba import njit, types
 from numba.core.typing.typeof import typeof_impl
 
 from . import linalg, steps
+from .midpoint import exp2_correct_into
 from .blas import gemm_into
 from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRANCH_STIFF,  # noqa: F401
                     INTERP_CODES, INTERP_DENSE, INTERP_HERMITE, METHOD_CODES, METHOD_EXP, METHOD_EXP2,
@@ -248,11 +249,11 @@ def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens, f8, i8, ivec, f8), cache=True,
-      _nrt=False)
+         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens, f8, i8, ivec, f8, mat, ivec),
+      cache=True, _nrt=False)
 def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                 interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps, gap_end, freeze):
+                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps, gap_end, freeze, X_mid, mid_index):
     """The body of :func:`march`, given its work arrays (no allocation, no reference counting)."""
     K, nx = X.shape
     np_ = p.shape[0]
@@ -269,6 +270,9 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
     Be = Wp[4]                       # B at the end of the refined gap
     Fc = Wp[5]                       # G1 B_k + G2 B_k+1 of the cached matrix functions (exp2) ...
     Bc0, Bc1 = Wp[6], Wp[7]          # ... for these B_k, B_k+1
+    Am, Dw, Dmw = Wn[9], Wn[10], Wn[11]   # midpoint correction (exp2): A at the midpoint, work
+    Bm, Rw, Mw = Wp[8], Wp[9], Wp[10]
+    CQ = SB[2]
     have_fc = False
     thr0 = 0.0
     thr1 = 0.0
@@ -409,6 +413,10 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
                 steps.exp2_step_stacked_into(EFF, SBk, B1, Sk1)
             else:
                 steps.exp_step_stacked_into(EF, SBk, Sk1)
+            if method == METHOD_EXP2 and mid_index[k] >= 0:
+                # a long solver gap: the midpoint correction (METHOD.md section 14) instead of sub-steps
+                jacs(0.5 * (t[k] + t[k + 1]), X_mid[mid_index[k]], p, c, Am, Bm)
+                exp2_correct_into(EFF, A0, A1, Am, key, B0, B1, Bm, Sk, Sk1, Dw, Dmw, CQ, Rw, Mw)
         if out_index[k + 1] >= 0:
             if not _finite_copy(Sk1, S_out[out_index[k + 1]]):
                 linalg.copy_into(Sk1, S)
@@ -436,10 +444,10 @@ def _njit_quiet(sig, **options):
 
 
 @_njit_quiet(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-                f8, tens, i8vec, ivec, i8vec, f8, i8, ivec, f8), cache=True)
+                f8, tens, i8vec, ivec, i8vec, f8, i8, ivec, f8, mat, ivec), cache=True)
 def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
           interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused, scale_atol,
-          max_substeps, gap_end, freeze):
+          max_substeps, gap_end, freeze, X_mid, mid_index):
     """March ``S`` over the grid ``t`` with states ``X`` (Algorithms 1-3).
 
     Parameters
@@ -484,6 +492,10 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
         ``||A(t_e) - A(t_a)||_F ||S(t_a)||_F <= freeze ||B(t_e) - B(t_a)||_F``.
     freeze : float
         The factor of that test (0: never freeze; ``inf``: always, on refined gaps).
+    X_mid, mid_index : (M, nx), (K-1,)
+        ``mid_index[k] >= 0``: an ``exp2`` interval whose step gets the midpoint
+        correction (:mod:`pbsens.kernels.midpoint`), with the state at its midpoint
+        ``X_mid[mid_index[k]]``; -1: none.
 
     Returns
     -------
@@ -500,9 +512,9 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     Ag = np.empty((2, nx, nx))       # Jacobians at grid points k (slot g) and k+1 (slot 1-g)
     # [S_k; B_k] stacked in slot g, so that an exponential step is one product into
     # the S rows of slot 1-g (whose B rows hold B_k+1). B_k is SB[g][nx:].
-    SB = np.empty((2, 2 * nx, np_))
-    Wn = np.empty((9, nx, nx))       # n x n work matrices (names in _march_loop)
-    Wp = np.empty((8, nx, np_))      # n x np work matrices
+    SB = np.empty((3, 2 * nx, np_))  # (slot 2: work of the midpoint correction)
+    Wn = np.empty((12, nx, nx))      # n x n work matrices (names in _march_loop)
+    Wp = np.empty((11, nx, np_))     # n x np work matrices
     V = np.empty((4, nx))            # vectors
     cs = np.empty(max(nx, np_))      # column sums of the switch's 1-norms
     EF = np.empty((nx, 2 * nx))      # [E | F] for the exp step
@@ -510,7 +522,8 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     ws = linalg.workspace(nx)
     return _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                        interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps, gap_end, freeze)
+                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps, gap_end, freeze,
+                       X_mid, mid_index)
 
 
 class _Compiled(types.WrapperAddressProtocol):
@@ -556,10 +569,12 @@ def bind(fns):
     jacs_into = _Compiled(fns.jacs_into, jacs_fn_sig)
     rhs_into = _Compiled(fns.rhs_into, vector_fn_sig)
 
-    def bound_march(*args, max_substeps=MAX_SUBSTEPS, gap_end=None, freeze=0.0):
+    def bound_march(*args, max_substeps=MAX_SUBSTEPS, gap_end=None, freeze=0.0, mid=None):
         if gap_end is None:     # every interval its own gap: nothing is frozen
             gap_end = np.arange(1, args[0].size, dtype=np.int64)
-        status = march(jacs_into, rhs_into, *args, check_max_substeps(max_substeps), gap_end, float(freeze))
+        if mid is None:         # no midpoint correction
+            mid = (np.empty((0, args[1].shape[1])), np.full(args[0].size - 1, -1, dtype=np.int64))
+        status = march(jacs_into, rhs_into, *args, check_max_substeps(max_substeps), gap_end, float(freeze), *mid)
         if status <= -2:
             k = -2 - status
             t, n_int = args[0], args[18]
