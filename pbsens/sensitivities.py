@@ -31,7 +31,7 @@ DEFAULT_SUBSTEPS = {"rodas5p": 4}
 
 #: ``method="exp2"``: the midpoint correction on the intervals ``substeps`` defines as long,
 #: instead of sub-steps (``midpoint=None``); chosen from benchmarks/work_precision.py.
-DEFAULT_MIDPOINT = False
+DEFAULT_MIDPOINT = True
 
 #: Post-hoc methods accepted by :func:`sensitivities`.
 METHODS = tuple(codes.METHOD_CODES)
