@@ -2,8 +2,7 @@
 
 * the kernel against a plain NumPy transcription of the formula (scipy's expm for the phi
   functions);
-* for ``A = 0`` and ``B`` quadratic in t the correction is exact (the bump weight ``(4/3) G1`` is
-  the exact ``G3`` there);
+* for ``A = 0`` and ``B`` quadratic in t the corrected step is exact;
 * on a forced linear model, PKA and CaMKII (Rodas5P, rtol 1e-5, atol 1e-6, 201 outputs), against
   tight forward sensitivities (scipy Radau, rtol 1e-10): the corrected march is much more accurate
   than the plain march on the solver's grid and its median error is no worse than LSODA + exp2's
@@ -25,25 +24,28 @@ CASES = {"PKA": 600.0, "CaMKII": 600.0}
 
 
 def _phi_blocks(Abar, h):
-    """``E, G1, G2`` of ``h Abar`` from the exponential of the 3n x 3n block matrix."""
+    """``E, F1, F2, F3`` of ``h Abar`` from the exponential of the 4n x 4n block matrix
+    ``h [[Abar, I, 0, 0], [0, 0, I, 0], [0, 0, 0, I], [0, 0, 0, 0]]``."""
     n = Abar.shape[0]
-    M = np.zeros((3 * n, 3 * n))
+    M = np.zeros((4 * n, 4 * n))
     M[:n, :n] = h * Abar
-    M[:n, n:2 * n] = h * np.eye(n)
-    M[n:2 * n, 2 * n:] = h * np.eye(n)
+    for b in range(3):
+        M[b * n:(b + 1) * n, (b + 1) * n:(b + 2) * n] = h * np.eye(n)
     X = scipy.linalg.expm(M)
-    E, F1, F2 = X[:n, :n], X[:n, n:2 * n], X[:n, 2 * n:]
-    return E, F1 - F2 / h, F2 / h
+    return X[:n, :n], X[:n, n:2 * n], X[:n, 2 * n:3 * n], X[:n, 3 * n:]
 
 
 def _ref_corrected(A0, A1, Am, B0, B1, Bm, Sa, h):
-    """The corrected exp2 step written out (METHOD.md section 14)."""
+    """The corrected exp2 step written out (METHOD.md section 14): the residual's quadratic through
+    the gap's ends and midpoint, integrated with ``G1 = F1 - F2/h``, ``G2 = F2/h`` (its linear part)
+    and ``G3 = (4/h) F2 - (8/h^2) F3`` (the bump ``4 (s/h)(1 - s/h)``)."""
     Abar = 0.5 * (A0 + A1)
-    E, G1, G2 = _phi_blocks(Abar, h)
+    E, F1, F2, F3 = _phi_blocks(Abar, h)
+    G1, G2, G3 = F1 - F2 / h, F2 / h, (4 / h) * F2 - (8 / h ** 2) * F3
     Se = E @ Sa + G1 @ B0 + G2 @ B1
     D = A1 - A0
     bump = (Bm - 0.5 * (B0 + B1)) + (Am - Abar) @ (0.5 * (Sa + Se)) - 0.25 * D @ (Se - Sa)
-    return Se, Se + G1 @ ((4.0 / 3.0) * bump - 0.5 * D @ Sa) + 0.5 * G2 @ (D @ Se)
+    return Se, Se + G3 @ bump - 0.5 * G1 @ (D @ Sa) + 0.5 * G2 @ (D @ Se)
 
 
 @pytest.mark.parametrize("nx, np_", [(1, 1), (3, 2), (7, 5)])
@@ -54,11 +56,12 @@ def test_kernel_matches_the_formula(nx, np_):
     Sa = rng.normal(size=(nx, np_))
     h = 0.37
     Se, want = _ref_corrected(A0, A1, Am, B0, B1, Bm, Sa, h)
-    E, G1, G2 = _phi_blocks(0.5 * (A0 + A1), h)
-    EG = np.ascontiguousarray(np.hstack([E, G1, G2]))
+    E, F1, F2, F3 = _phi_blocks(0.5 * (A0 + A1), h)
+    EG = np.ascontiguousarray(np.hstack([E, F1 - F2 / h, F2 / h]))
+    EF3 = np.ascontiguousarray(np.hstack([E, F1, F2, F3]))
     got = Se.copy()
     work = [np.empty((nx, nx)), np.empty((nx, nx)), np.empty((2 * nx, np_)), np.empty((nx, np_)), np.empty((nx, np_))]
-    exp2_correct_into(EG, A0, A1, Am, 0.5 * (A0 + A1), B0, B1, Bm, Sa, got, *work)
+    exp2_correct_into(EG, EF3, h, A0, A1, Am, 0.5 * (A0 + A1), B0, B1, Bm, Sa, got, *work)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     assert not np.allclose(got, Se)          # the correction is not zero here
 
@@ -73,10 +76,11 @@ def test_exact_for_zero_jacobian_and_quadratic_forcing():
     exact = np.array([[h, h * h / 2, h ** 3 / 3]])
     assert abs(Se[0, 2] - exact[0, 2]) > 0.1 * h ** 3          # the plain step is off
     np.testing.assert_allclose(corrected, exact, rtol=1e-13, atol=1e-15)
-    EG = np.hstack([np.eye(1), h / 2 * np.eye(1), h / 2 * np.eye(1)])   # E, G1, G2 of A = 0
+    EG = np.array([[1.0, h / 2, h / 2]])                   # E, G1, G2 of A = 0
+    EF3 = np.array([[1.0, h, h * h / 2, h ** 3 / 6]])      # E, F1, F2, F3 of A = 0
     got = Se.copy()
     work = [np.empty((1, 1)), np.empty((1, 1)), np.empty((2, 3)), np.empty((1, 3)), np.empty((1, 3))]
-    exp2_correct_into(EG, A, A, A, A, B[0], B[2], B[1], np.zeros((1, 3)), got, *work)
+    exp2_correct_into(EG, EF3, h, A, A, A, A, B[0], B[2], B[1], np.zeros((1, 3)), got, *work)
     np.testing.assert_allclose(got, exact, rtol=1e-13, atol=1e-15)
 
 

@@ -33,6 +33,7 @@ from numba.core.typing.typeof import typeof_impl
 
 from . import linalg, steps
 from .midpoint import exp2_correct_into
+from .phi import exp_phi123_into
 from .blas import gemm_into
 from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRANCH_STIFF,  # noqa: F401
                     INTERP_CODES, INTERP_DENSE, INTERP_HERMITE, METHOD_CODES, METHOD_EXP, METHOD_EXP2,
@@ -197,6 +198,14 @@ def _exp2_step_with_forcing(EG, Sk, Fc, S_next):
     gemm_into(EG[:, :nx], Sk, S_next, 1.0, 1.0)
 
 
+@njit(types.void(mat, mat), cache=True, _nrt=False)
+def _copy_cols(src, dst):
+    """``dst = src[:, :dst.shape[1]]``."""
+    for i in range(dst.shape[0]):
+        for j in range(dst.shape[1]):
+            dst[i, j] = src[i, j]
+
+
 @njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8, vec, vec, f8), cache=True, _nrt=False)
 def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, colsum, x0, scale_atol):
     """Branch and number of sub-intervals for one grid interval (Algorithm 2's switch).
@@ -249,11 +258,11 @@ def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens, f8, i8, ivec, f8, mat, ivec),
-      cache=True, _nrt=False)
+         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, mat, tens, f8, i8, ivec, f8, mat,
+         ivec), cache=True, _nrt=False)
 def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                 interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps, gap_end, freeze, X_mid, mid_index):
+                Ag, SB, Wn, Wp, V, cs, EF, EFF, EF3, ws, scale_atol, max_substeps, gap_end, freeze, X_mid, mid_index):
     """The body of :func:`march`, given its work arrays (no allocation, no reference counting)."""
     K, nx = X.shape
     np_ = p.shape[0]
@@ -274,6 +283,7 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
     Bm, Rw, Mw = Wp[8], Wp[9], Wp[10]
     CQ = SB[2]
     have_fc = False
+    have_f3 = False                  # the cached matrix functions include F3 (in EF3)
     thr0 = 0.0
     thr1 = 0.0
     frozen = False
@@ -385,11 +395,17 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
                 key = Abar
             else:
                 key = A0
-            if have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol):
+            corrected = method == METHOD_EXP2 and mid_index[k] >= 0
+            if have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol) and (have_f3 or not corrected):
                 reused[k] = 1
             else:
                 have_fc = False
-                if second_order:
+                have_f3 = corrected
+                if corrected:            # F3 as well, for the midpoint correction
+                    exp_phi123_into(key, h, EF3, ws)
+                    _copy_cols(EF3, EFF)
+                    steps.exp2_prepare_inplace(EFF, h)
+                elif second_order:
                     linalg.exp_phi12_into(key, h, EFF, ws)
                     steps.exp2_prepare_inplace(EFF, h)
                 else:
@@ -413,10 +429,10 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
                 steps.exp2_step_stacked_into(EFF, SBk, B1, Sk1)
             else:
                 steps.exp_step_stacked_into(EF, SBk, Sk1)
-            if method == METHOD_EXP2 and mid_index[k] >= 0:
+            if corrected:
                 # a long solver gap: the midpoint correction (METHOD.md section 14) instead of sub-steps
                 jacs(0.5 * (t[k] + t[k + 1]), X_mid[mid_index[k]], p, c, Am, Bm)
-                exp2_correct_into(EFF, A0, A1, Am, key, B0, B1, Bm, Sk, Sk1, Dw, Dmw, CQ, Rw, Mw)
+                exp2_correct_into(EFF, EF3, h, A0, A1, Am, key, B0, B1, Bm, Sk, Sk1, Dw, Dmw, CQ, Rw, Mw)
         if out_index[k + 1] >= 0:
             if not _finite_copy(Sk1, S_out[out_index[k + 1]]):
                 linalg.copy_into(Sk1, S)
@@ -519,10 +535,11 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     cs = np.empty(max(nx, np_))      # column sums of the switch's 1-norms
     EF = np.empty((nx, 2 * nx))      # [E | F] for the exp step
     EFF = np.empty((nx, 3 * nx))     # [E | F1 - F2/h | F2/h] for the exp2 step
+    EF3 = np.empty((nx, 4 * nx))     # [E | F1 | F2 | F3] for the midpoint correction
     ws = linalg.workspace(nx)
     return _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                        interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps, gap_end, freeze,
+                       Ag, SB, Wn, Wp, V, cs, EF, EFF, EF3, ws, scale_atol, max_substeps, gap_end, freeze,
                        X_mid, mid_index)
 
 

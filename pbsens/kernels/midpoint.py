@@ -32,22 +32,23 @@ and up to three more matrix functions.
 from numba import njit, types
 
 from .blas import gemm_into
-from .signatures import mat
+from .signatures import f8, mat
 from .views import flat
 
-#: Weight of the midpoint bump: ``(4/3) G1``, the exact ``G3`` for ``Abar = 0``.
-BUMP_WEIGHT = 4.0 / 3.0
-
-
-@njit(types.void(mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat), cache=True,
-      _nrt=False)
-def exp2_correct_into(EG, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, D, Dm, CQ, R, M):
+@njit(types.void(mat, mat, f8, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat),
+      cache=True, _nrt=False)
+def exp2_correct_into(EG, EF3, h, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, D, Dm, CQ, R, M):
     """Add the midpoint correction to the exp2 step's result ``Se`` in place.
 
     Parameters
     ----------
     EG : (nx, 3 nx)
         ``[E | G1 | G2]`` of the step (:func:`pbsens.kernels.steps.exp2_prepare_inplace`).
+    EF3 : (nx, 4 nx)
+        ``[E | F1 | F2 | F3]`` of the same ``h Abar`` (:func:`pbsens.kernels.phi.exp_phi123_into`);
+        only ``F3`` is read.
+    h : float
+        The step.
     A0, A1, Am, Abar : (nx, nx)
         ``A`` at the gap's start, end and midpoint; the matrix the step exponentiated.
     B0, B1, Bm : (nx, np)
@@ -73,9 +74,11 @@ def exp2_correct_into(EG, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, D, Dm, CQ, R, M)
     gemm_into(Dm, M, C, 1.0, 0.0)          # C = (A_m - Abar)(S_a + S_e)/2
     c, q, r = flat(C), flat(Q), flat(R)
     b0, b1, bm = flat(B0), flat(B1), flat(Bm)
-    w = BUMP_WEIGHT
     for i in range(c.shape[0]):
         bump = c[i] + (bm[i] - 0.5 * (b0[i] + b1[i])) - 0.25 * (q[i] - r[i])
-        c[i] = w * bump - 0.5 * r[i]
-        q[i] = 0.5 * q[i]
-    gemm_into(EG[:, nx:], CQ, Se, 1.0, 1.0)   # S_e += [G1 | G2] [C; Q]
+        mm[i] = bump
+        c[i] = -0.5 * r[i]
+        q[i] = 0.5 * q[i] + 4.0 * bump
+    # S_e += G1 (-D S_a/2) + G2 (D S_e/2) + G3 bump,  G3 = 4 G2 - (8/h^2) F3
+    gemm_into(EG[:, nx:], CQ, Se, 1.0, 1.0)
+    gemm_into(EF3[:, 3 * nx:], M, Se, -8.0 / (h * h), 1.0)
