@@ -18,7 +18,7 @@ from .kernels import codes
 from .model.model import check_model
 from .result import BRANCH_NAMES, SensitivityResult
 from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
-from .solvers.refine import gap_ends, midpoint_plan, refine_grid
+from .solvers.refine import child_plan, gap_ends, midpoint_plan, refine_grid
 from .threads import limit_blas_threads
 
 __all__ = ["sensitivities", "METHODS", "DEFAULT_SUBSTEPS"]
@@ -104,18 +104,6 @@ def _switch_plan(model, trajectory, method_code, n_factor, n_max, eq_tol, norm_k
     _bound(model)[1](t, x, p, model.constants, method_code, n_factor, n_max, eq_tol, norm_kind, branch, n_int,
                      _scale_atol(trajectory.atol))
     return t, branch, n_int
-
-
-def _child_plan(parent_plan, t):
-    """The switch's plan for a refinement ``t`` of the planned grid: every sub-interval takes
-    its parent's branch; PBS sub-intervals (only where output times were merged in) their
-    share of the parent's sub-steps."""
-    tp, bp, np_ = parent_plan
-    j = np.clip(np.searchsorted(tp, t[:-1], side="right") - 1, 0, tp.size - 2)
-    branch = np.ascontiguousarray(bp[j])
-    share = np.diff(t) / (tp[j + 1] - tp[j])
-    n_int = np.where(branch == codes.BRANCH_PBS, np.maximum(np.ceil(np_[j] * share - 1e-9), 1), 1)
-    return branch, np.ascontiguousarray(n_int, dtype=np.int64)
 
 
 def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
@@ -523,7 +511,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             and sens_rtol is None):
         gap_end = gap_ends(t, t_gaps)
     if sens_rtol is None:
-        plan_in = None if parent_plan is None else _child_plan(parent_plan, t)
+        plan_in = None if parent_plan is None else child_plan(parent_plan, t)
         mid = midpoint_plan(t, sol, substeps) if use_mid else None
         S_out, branch, n_int, reused = run(t, x, out_index, t_out.size, plan_in=plan_in, gap_end=gap_end, mid=mid)
         timings["sensitivities"] = time.perf_counter() - t0

@@ -17,9 +17,10 @@ import numbers
 import numpy as np
 
 from ..errors import PbsensError
+from ..kernels.codes import BRANCH_PBS
 from .trajectory import Trajectory
 
-__all__ = ["refine_grid", "midpoint_plan", "gap_ends"]
+__all__ = ["refine_grid", "midpoint_plan", "gap_ends", "child_plan"]
 
 #: Sub-points closer than this fraction of their sub-interval to an existing grid point are dropped
 #: (an output time that falls next to one would otherwise leave a sliver interval).
@@ -201,3 +202,15 @@ def _step_points(t, steps, m):
     pos = np.searchsorted(t, t_sub)                      # t[pos-1] < t_sub <= t[pos]
     near = np.minimum(np.abs(t[np.minimum(pos, t.size - 1)] - t_sub), np.abs(t_sub - t[np.maximum(pos - 1, 0)]))
     return t_sub[near > gap]
+
+
+def child_plan(parent_plan, t):
+    """The switch's plan for a refinement ``t`` of the planned grid: every sub-interval takes
+    its parent's branch; PBS sub-intervals (only where output times were merged in) their
+    share of the parent's sub-steps."""
+    tp, bp, np_ = parent_plan
+    j = np.clip(np.searchsorted(tp, t[:-1], side="right") - 1, 0, tp.size - 2)
+    branch = np.ascontiguousarray(bp[j])
+    share = np.diff(t) / (tp[j + 1] - tp[j])
+    n_int = np.where(branch == BRANCH_PBS, np.maximum(np.ceil(np_[j] * share - 1e-9), 1), 1)
+    return branch, np.ascontiguousarray(n_int, dtype=np.int64)
