@@ -4,25 +4,19 @@ and, for a constant Jacobian, against the unfrozen march (the freeze must then c
 
 Bounds (rtol 1e-5, atol 1e-6, 201 outputs; docs/PERFORMANCE.md): the frozen march's median E may
 grow over the unfrozen one's by at most 3x and stays below LSODA + exp2's on PKA and CaMKII."""
-import functools
 
 import numpy as np
 import pytest
 
 import pbsens
 from pbsens.errors import PbsensError
-from conftest import make_model
+from conftest import make_model, tight_case
 
 CASES = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
 
 
-@functools.lru_cache(maxsize=None)
 def _case(name):
-    t_end = CASES[name]
-    m = pbsens.load_model(name)
-    ts = np.linspace(0.0, t_end, 201)
-    ref = pbsens.forward_sensitivities(m, (0.0, t_end), t_eval=ts, method="Radau", rtol=1e-10, atol=1e-12)
-    return m, ts, ref
+    return tight_case(name, CASES[name])
 
 
 def _exp2(m, ts, **kw):

@@ -9,7 +9,6 @@
   (the claim of docs/PERFORMANCE.md), on the solver's own grid (no sub-steps);
 * where it applies (exp2, dense output, no error estimate) and bad values.
 """
-import functools
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ import scipy.linalg
 import pbsens
 from pbsens.errors import PbsensError
 from pbsens.kernels.midpoint import exp2_correct_into
-from conftest import make_model
+from conftest import make_model, tight_case
 
 CASES = {"PKA": 600.0, "CaMKII": 600.0}
 
@@ -84,13 +83,8 @@ def test_exact_for_zero_jacobian_and_quadratic_forcing():
     np.testing.assert_allclose(got, exact, rtol=1e-13, atol=1e-15)
 
 
-@functools.lru_cache(maxsize=None)
 def _case(name):
-    t_end = CASES[name]
-    m = pbsens.load_model(name)
-    ts = np.linspace(0.0, t_end, 201)
-    ref = pbsens.forward_sensitivities(m, (0.0, t_end), t_eval=ts, method="Radau", rtol=1e-10, atol=1e-12)
-    return m, ts, ref
+    return tight_case(name, CASES[name])
 
 
 def _exp2(m, ts, solver="rodas5p", **kw):
