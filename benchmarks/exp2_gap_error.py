@@ -10,7 +10,8 @@ that ``substeps=4`` calls long (longer than 1/4 of its accepted step), starting 
 * ``4 sub``: four equal exp2 sub-steps (section 13's refinement, unfrozen);
 
 each against 32 equal exp2 sub-steps (the step's converged value), relative to the plain step's
-error. The matrix functions come from scipy's expm of the block matrix, independent of pbsens's.
+error. Matrix functions: ``kernels.phi.exp_phi123_into`` (tested against scipy's and mpmath's
+exponential of the block matrix in tests/test_linalg_kernels.py).
 Slow (Python); not a timing benchmark (docs/PERFORMANCE.md, "Wave 8").
 
     PYTHONPATH=. python benchmarks/exp2_gap_error.py [--models CaMKII PKA] [--rtol 1e-5]
@@ -18,22 +19,20 @@ Slow (Python); not a timing benchmark (docs/PERFORMANCE.md, "Wave 8").
 import argparse
 
 import numpy as np
-import scipy.linalg
 
 import pbsens
+from pbsens.kernels.linalg import workspace
 from pbsens.kernels.midpoint import exp2_correct_into
+from pbsens.kernels.phi import exp_phi123_into
 from pbsens.solvers.refine import midpoint_plan
 
 
 def matrix_functions(Abar, h):
-    """``[E | F1 | F2 | F3]`` of ``h Abar``: the first block row of the exponential of
-    ``h [[Abar, I, 0, 0], [0, 0, I, 0], [0, 0, 0, I], [0, 0, 0, 0]]``."""
+    """``[E | F1 | F2 | F3]`` of ``h Abar``."""
     n = Abar.shape[0]
-    M = np.zeros((4 * n, 4 * n))
-    M[:n, :n] = h * Abar
-    for b in range(3):
-        M[b * n:(b + 1) * n, (b + 1) * n:(b + 2) * n] = h * np.eye(n)
-    return np.ascontiguousarray(scipy.linalg.expm(M)[:n])
+    out = np.empty((n, 4 * n))
+    exp_phi123_into(np.ascontiguousarray(Abar), h, out, workspace(n))
+    return out
 
 
 def exp2_steps(jac, ta, te, x_at, S, parts):

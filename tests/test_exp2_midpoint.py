@@ -12,26 +12,14 @@
 
 import numpy as np
 import pytest
-import scipy.linalg
 
 import pbsens
 from pbsens.errors import PbsensError
 from pbsens.kernels.midpoint import exp2_correct_into
 from conftest import make_model, tight_case
+from reference import ref_phi123
 
 CASES = {"PKA": 600.0, "CaMKII": 600.0}
-
-
-def _phi_blocks(Abar, h):
-    """``E, F1, F2, F3`` of ``h Abar`` from the exponential of the 4n x 4n block matrix
-    ``h [[Abar, I, 0, 0], [0, 0, I, 0], [0, 0, 0, I], [0, 0, 0, 0]]``."""
-    n = Abar.shape[0]
-    M = np.zeros((4 * n, 4 * n))
-    M[:n, :n] = h * Abar
-    for b in range(3):
-        M[b * n:(b + 1) * n, (b + 1) * n:(b + 2) * n] = h * np.eye(n)
-    X = scipy.linalg.expm(M)
-    return X[:n, :n], X[:n, n:2 * n], X[:n, 2 * n:3 * n], X[:n, 3 * n:]
 
 
 def _ref_corrected(A0, A1, Am, B0, B1, Bm, Sa, h):
@@ -39,7 +27,7 @@ def _ref_corrected(A0, A1, Am, B0, B1, Bm, Sa, h):
     the gap's ends and midpoint, integrated with ``G1 = F1 - F2/h``, ``G2 = F2/h`` (its linear part)
     and ``G3 = (4/h) F2 - (8/h^2) F3`` (the bump ``4 (s/h)(1 - s/h)``)."""
     Abar = 0.5 * (A0 + A1)
-    E, F1, F2, F3 = _phi_blocks(Abar, h)
+    E, F1, F2, F3 = ref_phi123(Abar, h)
     G1, G2, G3 = F1 - F2 / h, F2 / h, (4 / h) * F2 - (8 / h ** 2) * F3
     Se = E @ Sa + G1 @ B0 + G2 @ B1
     D = A1 - A0
@@ -55,7 +43,7 @@ def test_kernel_matches_the_formula(nx, np_):
     Sa = rng.normal(size=(nx, np_))
     h = 0.37
     Se, want = _ref_corrected(A0, A1, Am, B0, B1, Bm, Sa, h)
-    E, F1, F2, F3 = _phi_blocks(0.5 * (A0 + A1), h)
+    E, F1, F2, F3 = ref_phi123(0.5 * (A0 + A1), h)
     EG = np.ascontiguousarray(np.hstack([E, F1 - F2 / h, F2 / h]))
     EF3 = np.ascontiguousarray(np.hstack([E, F1, F2, F3]))
     got = Se.copy()
