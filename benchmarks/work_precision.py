@@ -9,11 +9,14 @@ output times, for
     LSODA + exp2      sensitivities(m, t_span=..., t_eval=ts, method="exp2", solver="LSODA")
     LSODA + exp       (for the pbsr2 / exp ratio)
     LSODA + pbsr2
-    rodas5p + exp2    sensitivities(..., solver="rodas5p"): grid refined, DEFAULT_SUBSTEPS, the
-                      exponentiated matrix frozen per solver gap where B drives the change
-                      (freeze=1 default, METHOD.md section 13); the solve ends a step at every
-                      8th output time (stop_at_outputs default)
-    rodas5p + exp2 m1 the same on the solver's own grid (substeps=1)
+    rodas5p + exp2    sensitivities(..., solver="rodas5p"), the default: the solver's own grid, the
+                      intervals longer than 1/DEFAULT_SUBSTEPS of their accepted step marched in one
+                      exp2 step with the midpoint correction (midpoint=None, METHOD.md section 14);
+                      the solve ends a step at every 8th output time (stop_at_outputs default)
+    rodas5p + exp2 split  those intervals split into sub-steps instead (midpoint=False; the
+                      default before: states from the dense output, the exponentiated matrix frozen
+                      per solver gap where B drives the change, freeze=1, METHOD.md section 13)
+    rodas5p + exp2 m1 the solver's own grid, no correction (substeps=1)
     rodas5p + exp
     rodas5p + pbsr2
     rodas5p/100 + exp2 m1  states at rtol/100, atol/100, solver's own grid (a point of the
@@ -58,14 +61,15 @@ RTOLS = [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]
 def configs(m, t_end, ts, rtol):
     atol = rtol / 10
 
-    def post(solver, method, substeps=None, factor=1.0):
+    def post(solver, method, substeps=None, factor=1.0, **kw):
         return lambda: pbsens.sensitivities(m, t_span=(0.0, t_end), t_eval=ts, method=method, solver=solver,
-                                            rtol=rtol * factor, atol=atol * factor, substeps=substeps)
+                                            rtol=rtol * factor, atol=atol * factor, substeps=substeps, **kw)
     return {
         "LSODA + exp2": post("LSODA", "exp2"),
         "LSODA + exp": post("LSODA", "exp"),
         "LSODA + pbsr2": post("LSODA", "pbsr2"),
         "rodas5p + exp2": post("rodas5p", "exp2"),
+        "rodas5p + exp2 split": post("rodas5p", "exp2", midpoint=False),
         "rodas5p + exp2 m1": post("rodas5p", "exp2", 1),
         "rodas5p + exp": post("rodas5p", "exp"),
         "rodas5p + pbsr2": post("rodas5p", "pbsr2"),
@@ -103,7 +107,8 @@ def plot(model, rows, path, clock="wall"):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
-    styles = {"LSODA + exp2": "o-", "rodas5p + exp2": "s-", "rodas5p + exp2 m1": "s:",
+    styles = {"LSODA + exp2": "o-", "rodas5p + exp2": "s-", "rodas5p + exp2 split": "v-.",
+              "rodas5p + exp2 m1": "s:",
               "rodas5p + pbsr2": "^-", "FS BDF": "d--", **AMICI_STYLES}
     for ax, key, what in ((axes[0], "E_med", "median"), (axes[1], "E_max", "largest")):
         for name, style in styles.items():
@@ -136,8 +141,10 @@ def main():
     args = ap.parse_args()
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     lines = [f"Median of {args.repeats} interleaved calls after warm-up ({args.clock} time), gc off; 201 output times; "
-             f"atol = rtol/10; rodas5p + exp2 refines the grid to at most 1/{DEFAULT_SUBSTEPS['rodas5p']} "
-             "of each accepted step (`substeps` default; freeze default), m1 = no refinement. E: relative error of S vs Radau FS (rtol 1e-10).", "",
+             f"atol = rtol/10; rodas5p + exp2 (default) marches the intervals longer than 1/{DEFAULT_SUBSTEPS['rodas5p']} "
+             "of their accepted step in one exp2 step with the midpoint correction, split = those intervals "
+             "refined into sub-steps instead (midpoint=False; freeze default), m1 = neither. "
+             "E: relative error of S vs Radau FS (rtol 1e-10).", "",
              "| model | rtol | config | time [ms] | median E | max E | grid |",
              "|---|---|---|---:|---:|---:|---:|"]
     for model in args.models:
@@ -156,7 +163,8 @@ def main():
                 lines.append(f"| {model} | {rtol:.0e} | {name} | {med[name] * 1e3:.2f} | {np.median(E):.2e} "
                              f"| {E.max():.2e} | {grid} |")
                 print(lines[-1], flush=True)
-            print(f"  {model} rtol {rtol:.0e}: LSODA/rodas5p exp2 time {med['LSODA + exp2'] / med['rodas5p + exp2']:.2f}x;"
+            print(f"  {model} rtol {rtol:.0e}: LSODA/rodas5p exp2 time {med['LSODA + exp2'] / med['rodas5p + exp2']:.2f}x"
+                  f" (split {med['LSODA + exp2'] / med['rodas5p + exp2 split']:.2f}x);"
                   f" pbsr2/exp rodas5p {med['rodas5p + pbsr2'] / med['rodas5p + exp']:.2f}x,"
                   f" LSODA {med['LSODA + pbsr2'] / med['LSODA + exp']:.2f}x", flush=True)
         rows += amici_work_precision(model, m, ts, ref, args.rtols, args.repeats, args.amici_python, lines=lines,

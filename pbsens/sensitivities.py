@@ -18,7 +18,7 @@ from .kernels import codes
 from .model.model import check_model
 from .result import BRANCH_NAMES, SensitivityResult
 from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
-from .solvers.refine import refine_grid
+from .solvers.refine import child_plan, gap_ends, midpoint_plan, refine_grid
 from .threads import limit_blas_threads
 
 __all__ = ["sensitivities", "METHODS", "DEFAULT_SUBSTEPS"]
@@ -28,6 +28,10 @@ _SWITCH_METHODS = ("pbsr", "pbsr2")
 #: Sub-intervals per accepted step of the post-hoc grid when the states come from Rodas5P
 #: (``substeps=None``); chosen from benchmarks/work_precision.py (docs/PERFORMANCE.md).
 DEFAULT_SUBSTEPS = {"rodas5p": 4}
+
+#: ``method="exp2"``: the midpoint correction on the intervals ``substeps`` defines as long,
+#: instead of sub-steps (``midpoint=None``); chosen from benchmarks/work_precision.py.
+DEFAULT_MIDPOINT = True
 
 #: Post-hoc methods accepted by :func:`sensitivities`.
 METHODS = tuple(codes.METHOD_CODES)
@@ -102,33 +106,13 @@ def _switch_plan(model, trajectory, method_code, n_factor, n_max, eq_tol, norm_k
     return t, branch, n_int
 
 
-def _gap_ends(t, t_gaps):
-    """Per interval of the refined grid ``t``, the index in ``t`` of the end of the gap of
-    ``t_gaps`` (a subset of ``t``) it lies in."""
-    pos = np.searchsorted(t, t_gaps)                   # the gap points' indices in t
-    j = np.searchsorted(t_gaps, t[:-1], side="right")  # the gap each interval ends in
-    return np.ascontiguousarray(pos[np.minimum(j, t_gaps.size - 1)], dtype=np.int64)
-
-
-def _child_plan(parent_plan, t):
-    """The switch's plan for a refinement ``t`` of the planned grid: every sub-interval takes
-    its parent's branch; PBS sub-intervals (only where output times were merged in) their
-    share of the parent's sub-steps."""
-    tp, bp, np_ = parent_plan
-    j = np.clip(np.searchsorted(tp, t[:-1], side="right") - 1, 0, tp.size - 2)
-    branch = np.ascontiguousarray(bp[j])
-    share = np.diff(t) / (tp[j + 1] - tp[j])
-    n_int = np.where(branch == codes.BRANCH_PBS, np.maximum(np.ceil(np_[j] * share - 1e-9), 1), 1)
-    return branch, np.ascontiguousarray(n_int, dtype=np.int64)
-
-
 def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
                   t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-12,
                   substeps=None, estimate_error=False,
                   sens_rtol=None, sens_atol=None, state_error="auto", max_refine=12, max_split=64,
                   max_grid_factor=200, max_substeps=10_000_000, tighten_states=True,
-                  linalg="auto", freeze=1.0, params=None) -> SensitivityResult:
+                  linalg="auto", freeze=1.0, params=None, midpoint=None) -> SensitivityResult:
     """Post-hoc sensitivities ``S = dx/dp`` on a state trajectory's grid.
 
     Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
@@ -190,7 +174,10 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         LSODA's 423 intervals (180 instead of 133 of Rodas5P's) with the median
         and largest error of ``S`` unchanged to 3 digits (Rodas5P exp2 median
         5.4e-12 -> 5.8e-12); PKA and Chua unchanged. 0: reuse on equality
-        only. (PBS sub-steps reuse their step matrices only when the Jacobians are
+        only. An exp2 step that reuses them also reuses its forcing term
+        ``G1 B_k + G2 B_k+1`` while ``B_k``, ``B_k+1`` stay within ``reuse_tol`` of
+        the cached ones (relative to their largest entry): one product instead of three.
+        (PBS sub-steps reuse their step matrices only when the Jacobians are
         exactly equal, which leaves the result unchanged.)
     substeps : int, optional
         Refine the grid so that no interval is longer than ``1/substeps`` of the
@@ -280,6 +267,14 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         marches only these columns (and of them only those that can be non-zero: a
         structural non-zero in their column of ``B`` or a non-zero ``S0`` column); the
         dense path marches all and returns the selection.
+    midpoint : bool, optional
+        ``method="exp2"`` on a Trajectory with dense output: the intervals that
+        ``substeps`` would split are marched in one exp2 step with the midpoint
+        correction instead (one more Jacobian evaluation, at the midpoint's state from the
+        dense output; METHOD.md section 14), not in sub-steps. Default (None): True
+        when ``DEFAULT_MIDPOINT`` (measured: docs/PERFORMANCE.md) and neither
+        ``estimate_error``, ``sens_rtol``, ``state_error="resolve"`` nor the sparse path
+        is used (those keep the sub-steps); False: sub-steps.
 
     Returns
     -------
@@ -315,6 +310,9 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     reuse_tol = float(reuse_tol)
     if substeps is not None:
         substeps = _positive(substeps, "substeps", integer=True)
+    if midpoint is not None and not isinstance(midpoint, (bool, np.bool_)):
+        raise PbsensError(f"'midpoint' must be True, False or None, got {midpoint!r}")
+    use_mid = False
     if not isinstance(estimate_error, (bool, np.bool_)):
         raise PbsensError(f"'estimate_error' must be True or False, got {estimate_error!r}")
     if not isinstance(freeze, (bool, np.bool_, int, float, np.integer, np.floating)) or not freeze >= 0:
@@ -358,7 +356,10 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     if isinstance(trajectory, Trajectory):
         if substeps is None:
             substeps = DEFAULT_SUBSTEPS.get(trajectory.method, 1) if trajectory.sol is not None else 1
-        if substeps != 1:
+        use_mid = (method == "exp2" and substeps != 1 and trajectory.sol is not None and sens_rtol is None
+                   and not estimate_error and state_error != "resolve" and not use_sparse
+                   and (DEFAULT_MIDPOINT if midpoint is None else midpoint))
+        if substeps != 1 and not use_mid:
             t0 = time.perf_counter()
             t_gaps = trajectory.t     # the solver's grid (outputs merged): the gaps the refinement splits
             only = None
@@ -444,7 +445,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     interp = codes.INTERP_CODES[interpolation]
     scale_atol = _scale_atol(solver_info.get("atol", atol) if solver_info else atol)
 
-    def run(tg, xg, oi, n_out, dense=None, plan_in=None, gap_end=None):
+    def run(tg, xg, oi, n_out, dense=None, plan_in=None, gap_end=None, mid=None):
         """March over the grid ``tg`` (states ``xg``), storing S where ``oi >= 0``; ``plan_in``:
         the switch's (branch, n_int) per interval, decided beforehand; ``gap_end``: per interval,
         the index of its solver gap's end (exp2 freezing), None: none frozen."""
@@ -491,7 +492,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         status = bound_march(tg, xg, p, model.constants, S_run, oi, code, n_factor, n_max, eq_tol, norm_kind,
                              interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
                              scale_atol, max_substeps=max_substeps, gap_end=gap_end,
-                             freeze=freeze)
+                             freeze=freeze, mid=mid)
         if status >= 0:
             raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
                               f"[{tg[status]:.6g}, {tg[status + 1]:.6g}] (method {method!r}); the Jacobians may "
@@ -508,10 +509,11 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     gap_end = None
     if (freeze > 0 and method == "exp2" and t_gaps is not None and t_gaps.size < t.size and not use_sparse
             and sens_rtol is None):
-        gap_end = _gap_ends(t, t_gaps)
+        gap_end = gap_ends(t, t_gaps)
     if sens_rtol is None:
-        plan_in = None if parent_plan is None else _child_plan(parent_plan, t)
-        S_out, branch, n_int, reused = run(t, x, out_index, t_out.size, plan_in=plan_in, gap_end=gap_end)
+        plan_in = None if parent_plan is None else child_plan(parent_plan, t)
+        mid = midpoint_plan(t, sol, substeps) if use_mid else None
+        S_out, branch, n_int, reused = run(t, x, out_index, t_out.size, plan_in=plan_in, gap_end=gap_end, mid=mid)
         timings["sensitivities"] = time.perf_counter() - t0
         if estimate_error:
             t1 = time.perf_counter()
@@ -640,7 +642,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             E_est, E_par = error_estimate.signed_estimate(E_mat, S_out - E_mat)
     options = dict(n_factor=n_factor, n_max=n_max, eq_tol=eq_tol, norm=norm, interpolation=interpolation,
                    reuse_tol=reuse_tol, substeps=substeps or 1, linalg="sparse" if use_sparse else "dense",
-                   freeze=gap_end is not None)
+                   freeze=gap_end is not None, midpoint=use_mid)
     options.update(solver_info or {"solver": solver if "states" in timings else None,
                                    "rtol": rtol if "states" in timings else None,
                                    "atol": atol if "states" in timings else None})

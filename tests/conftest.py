@@ -1,10 +1,12 @@
 """Shared fixtures. Compiled models go to a private per-user cache directory unless the
 caller set PBSENS_CACHE_DIR (CI sets nothing: each run starts cold)."""
+import functools
 import json
 import os
 import stat
 import tempfile
 
+import numpy as np
 import pytest
 
 
@@ -61,3 +63,13 @@ def make_model(tmp_path, name, states, params, odes, definitions=(), outputs=(),
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(d))
     return pbsens.load_model(path)
+
+
+@functools.lru_cache(maxsize=None)
+def tight_case(name, t_end):
+    """A paper model, 201 output times on ``[0, t_end]`` and its forward sensitivities there by
+    scipy's Radau at rtol 1e-10, atol 1e-12 (the accuracy tests' reference), once per session."""
+    m = pbsens.load_model(name)
+    ts = np.linspace(0.0, t_end, 201)
+    ref = pbsens.forward_sensitivities(m, (0.0, t_end), t_eval=ts, method="Radau", rtol=1e-10, atol=1e-12)
+    return m, ts, ref

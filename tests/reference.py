@@ -55,6 +55,19 @@ def ref_phi12(A, h):
     return X[:n, :n].copy(), X[:n, n:2 * n].copy(), X[:n, 2 * n:].copy()
 
 
+def ref_phi123(A, h):
+    """``(E, F1, F2, F3)``, ``F3 = h^3 phi3(hA)``: the first block row of the exponential of
+    ``h [[A, I, 0, 0], [0, 0, I, 0], [0, 0, 0, I], [0, 0, 0, 0]]`` (as :func:`ref_phi12`)."""
+    A = np.asarray(A, dtype=float)
+    n = A.shape[0]
+    K = np.zeros((4 * n, 4 * n))
+    K[:n, :n] = h * A
+    for b in range(3):
+        K[b * n:(b + 1) * n, (b + 1) * n:(b + 2) * n] = h * np.eye(n)
+    X = scipy.linalg.expm(K)
+    return tuple(X[:n, b * n:(b + 1) * n].copy() for b in range(4))
+
+
 def ref_pbs_step(Ak, Ak1, Bk, Bk1, h, S):
     """PBS step (4.6): returns ``S_k+1``."""
     n = Ak.shape[0]

@@ -4,30 +4,26 @@ and, for a constant Jacobian, against the unfrozen march (the freeze must then c
 
 Bounds (rtol 1e-5, atol 1e-6, 201 outputs; docs/PERFORMANCE.md): the frozen march's median E may
 grow over the unfrozen one's by at most 3x and stays below LSODA + exp2's on PKA and CaMKII."""
-import functools
 
 import numpy as np
 import pytest
 
 import pbsens
 from pbsens.errors import PbsensError
-from conftest import make_model
+from conftest import make_model, tight_case
 
 CASES = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
 
 
-@functools.lru_cache(maxsize=None)
 def _case(name):
-    t_end = CASES[name]
-    m = pbsens.load_model(name)
-    ts = np.linspace(0.0, t_end, 201)
-    ref = pbsens.forward_sensitivities(m, (0.0, t_end), t_eval=ts, method="Radau", rtol=1e-10, atol=1e-12)
-    return m, ts, ref
+    return tight_case(name, CASES[name])
 
 
 def _exp2(m, ts, **kw):
+    # the sub-step path (freezing applies there; the default marches long gaps with the midpoint
+    # correction instead: tests/test_exp2_midpoint.py)
     return pbsens.sensitivities(m, t_span=(0.0, ts[-1]), t_eval=ts, method="exp2", solver="rodas5p",
-                                rtol=1e-5, atol=1e-6, **kw)
+                                rtol=1e-5, atol=1e-6, **{"midpoint": False, **kw})
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -60,7 +56,8 @@ def test_constant_jacobian_freezing_changes_nothing(tmp_path):
     m = make_model(tmp_path, "lin_forced", {"x": 1.0}, {"a": 0.7, "b": 2.0, "c": 0.3},
                    {"x": "-a*x + b*sin(t) + c*t"})
     ts = np.linspace(0.0, 20.0, 41)
-    kw = dict(t_span=(0.0, 20.0), t_eval=ts, method="exp2", solver="rodas5p", rtol=1e-6, atol=1e-8)
+    kw = dict(t_span=(0.0, 20.0), t_eval=ts, method="exp2", solver="rodas5p", rtol=1e-6, atol=1e-8,
+              midpoint=False)
     plain = pbsens.sensitivities(m, freeze=0, **kw)
     frozen = pbsens.sensitivities(m, freeze=float("inf"), **kw)
     assert frozen.options["freeze"] is True and plain.grid.size > ts.size   # the grid was refined

@@ -353,6 +353,28 @@ def test_exp_phi12_vs_block_expm(kind, n):
             assert d < 40 * scipy.linalg.expm_cond(h * A) * U, (kind, n, hn, d)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n", [3, 11, 21])
+def test_exp_phi123_vs_block_expm(kind, n):
+    """``[E | F1 | F2 | F3]`` against scipy's expm of the 4n block matrix (mpmath arbitrates), and its
+    first three blocks against exp_phi12_into (a different Taylor start: phi3, not phi2)."""
+    from pbsens.kernels.phi import exp_phi123_into
+    rng = np.random.default_rng(seed(kind, n, 3))
+    for hn in H_NORMS:
+        h = 0.9
+        A = scaled(random_matrix(rng, kind, n), hn / h)
+        out = np.empty((n, 4 * n))
+        exp_phi123_into(np.ascontiguousarray(A), h, out, L.workspace(n))
+        ref = list(R.ref_phi123(A, h))
+        ours = [out[:, b * n:(b + 1) * n] for b in range(4)]
+        tol = 1e-12 if hn <= 100 else 1e-11
+        assert_matches(ours, ref, lambda: mp_block_exp(A, h, 4), tol, (kind, n, hn), h * A)
+        E, F1, F2 = phi12(A, h)
+        d = max(rel(ours[0], E), rel(ours[1], F1), rel(ours[2], F2))
+        if d >= tol:
+            assert d < 40 * scipy.linalg.expm_cond(h * A) * U, (kind, n, hn, d)
+
+
 def test_phi_vs_mpmath():
     """Independent of scipy: 40-digit exp of the 3n block matrix."""
     rng = np.random.default_rng(17)

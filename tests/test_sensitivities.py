@@ -139,6 +139,35 @@ def test_reuse_tolerance_at_equilibrium_changes_nothing_visible(camkii):
         assert r.options["reuse_tol"] == 1e-12
 
 
+def test_exp2_forcing_recomputed_when_only_b_changes(tmp_path):
+    """x' = -a x + k t: A is constant (the matrix functions are reused on equal steps) while
+    B = df/dk = t changes at every grid point. exp2 is exact for constant A and B linear in t,
+    so S must match the analytic dx/dk = (t - (1 - exp(-a t))/a)/a; a forcing term
+    G1 B_k + G2 B_k+1 kept from an earlier interval would be off by orders of magnitude."""
+    m = make_model(tmp_path, "ramp", {"x": 0.0}, {"a": 2.0, "k": 0.7}, {"x": "-a*x + k*t"})
+    t = np.arange(33) * 0.125
+    a, k = 2.0, 0.7
+    x = (k / a * (t - (1 - np.exp(-a * t)) / a))[:, None]
+    r = sensitivities(m, (t, x), method="exp2")
+    assert not r.reused[0] and r.reused[1:].all()          # every later interval reuses E, F1, F2
+    ik = m.param_names.index("k")
+    exact = (t - (1 - np.exp(-a * t)) / a) / a
+    assert np.abs(r.S[:, 0, ik] - exact).max() < 1e-12 * np.abs(exact).max()
+
+
+def test_exp2_forcing_reuse_at_equilibrium(camkii):
+    """At CaMKII's equilibrium both A and B change only in their last digits: exp2 reuses the
+    matrix functions and the forcing term; the result equals recomputing both (reuse_tol=0)
+    to rounding level, on LSODA's grid and on Rodas5P's refined one."""
+    ts = np.linspace(0, 600, 201)
+    for solver in ("LSODA", "rodas5p"):
+        tr = pbsens.solve_states(camkii, (0, 600), t_eval=ts, method=solver)
+        r = sensitivities(camkii, tr, method="exp2")
+        r0 = sensitivities(camkii, tr, method="exp2", reuse_tol=0)
+        assert r.reused.sum() > 100 and r0.reused.sum() < r.reused.sum()
+        assert np.abs(r.S - r0.S).max() < 1e-11 * np.abs(r0.S).max()
+
+
 def _ltv(tmp_path):
     """x' = -k (1 + t) x, x(0) = 1: x = exp(-k (t + t^2/2)), dx/dk = -(t + t^2/2) x."""
     return make_model(tmp_path, "ltv", {"x": 1.0}, {"k": 0.5}, {"x": "-k*(1 + t)*x"})

@@ -32,6 +32,9 @@ from numba import njit, types
 from numba.core.typing.typeof import typeof_impl
 
 from . import linalg, steps
+from .midpoint import exp2_correct_into
+from .phi import exp_phi123_into
+from .blas import gemm_into
 from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRANCH_STIFF,  # noqa: F401
                     INTERP_CODES, INTERP_DENSE, INTERP_HERMITE, METHOD_CODES, METHOD_EXP, METHOD_EXP2,
                     METHOD_PBS, METHOD_PBSR2, NORM_SCALED)
@@ -160,6 +163,49 @@ def _norm_scaled(A, x, atol, colsum):
     return best
 
 
+@njit(types.boolean(mat, mat, f8), cache=True, _nrt=False)
+def _close(X, Xc, thr):
+    """Whether every entry of ``X`` is within ``thr`` of ``Xc`` (NaN: not); no early exit, so it vectorises."""
+    x, xc = flat(X), flat(Xc)
+    bad = 0
+    for i in range(x.shape[0]):
+        bad |= not abs(x[i] - xc[i]) <= thr
+    return bad == 0
+
+
+@njit(f8(mat), cache=True, _nrt=False)
+def _max_abs(X):
+    x = flat(X)
+    m = 0.0
+    for i in range(x.shape[0]):
+        m = max(m, abs(x[i]))
+    return m
+
+
+@njit(types.void(mat, mat, mat, mat), cache=True, _nrt=False)
+def _exp2_forcing_into(EG, Bk, Bk1, Fc):
+    """``Fc = G1 B_k + G2 B_k+1`` of ``EG = [E | G1 | G2]``: the exp2 step's forcing term."""
+    nx = Bk.shape[0]
+    gemm_into(EG[:, nx:2 * nx], Bk, Fc, 1.0, 0.0)
+    gemm_into(EG[:, 2 * nx:], Bk1, Fc, 1.0, 1.0)
+
+
+@njit(types.void(mat, mat, mat, mat), cache=True, _nrt=False)
+def _exp2_step_with_forcing(EG, Sk, Fc, S_next):
+    """``S_next = E S_k + Fc``: the exp2 step with its forcing term given."""
+    nx = Sk.shape[0]
+    linalg.copy_into(Fc, S_next)
+    gemm_into(EG[:, :nx], Sk, S_next, 1.0, 1.0)
+
+
+@njit(types.void(mat, mat), cache=True, _nrt=False)
+def _copy_cols(src, dst):
+    """``dst = src[:, :dst.shape[1]]``."""
+    for i in range(dst.shape[0]):
+        for j in range(dst.shape[1]):
+            dst[i, j] = src[i, j]
+
+
 @njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8, vec, vec, f8), cache=True, _nrt=False)
 def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, colsum, x0, scale_atol):
     """Branch and number of sub-intervals for one grid interval (Algorithm 2's switch).
@@ -212,11 +258,11 @@ def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n
 
 
 @njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, tens, f8, i8, ivec, f8), cache=True,
-      _nrt=False)
+         f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, mat, tens, f8, i8, ivec, f8, mat,
+         ivec), cache=True, _nrt=False)
 def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                 interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps, gap_end, freeze):
+                Ag, SB, Wn, Wp, V, cs, EF, EFF, EF3, ws, scale_atol, max_substeps, gap_end, freeze, X_mid, mid_index):
     """The body of :func:`march`, given its work arrays (no allocation, no reference counting)."""
     K, nx = X.shape
     np_ = p.shape[0]
@@ -231,6 +277,15 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
     Ae = Wn[7]                       # A at the end of the refined gap (freezing, exp2)
     Agap = Wn[8]                     # (A_a + A_e)/2 of a frozen gap
     Be = Wp[4]                       # B at the end of the refined gap
+    Fc = Wp[5]                       # G1 B_k + G2 B_k+1 of the cached matrix functions (exp2) ...
+    Bc0, Bc1 = Wp[6], Wp[7]          # ... for these B_k, B_k+1
+    Am, Dw, Dmw = Wn[9], Wn[10], Wn[11]   # midpoint correction (exp2): A at the midpoint, work
+    Bm, Rw, Mw = Wp[8], Wp[9], Wp[10]
+    CQ = SB[2]
+    have_fc = False
+    have_f3 = False                  # the cached matrix functions include F3 (in EF3)
+    thr0 = 0.0
+    thr1 = 0.0
     frozen = False
     hc = 0.0                         # ... with this step
     norm_c = 0.0
@@ -340,10 +395,17 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
                 key = Abar
             else:
                 key = A0
-            if have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol):
+            corrected = method == METHOD_EXP2 and mid_index[k] >= 0
+            if have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol) and (have_f3 or not corrected):
                 reused[k] = 1
             else:
-                if second_order:
+                have_fc = False
+                have_f3 = corrected
+                if corrected:            # F3 as well, for the midpoint correction
+                    exp_phi123_into(key, h, EF3, ws)
+                    _copy_cols(EF3, EFF)
+                    steps.exp2_prepare_inplace(EFF, h)
+                elif second_order:
                     linalg.exp_phi12_into(key, h, EFF, ws)
                     steps.exp2_prepare_inplace(EFF, h)
                 else:
@@ -352,10 +414,25 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
                 hc = h
                 norm_c = linalg.norm1_rowwise(key, colsum)
                 have_exp = True
-            if second_order:
+            if second_order and reused[k] == 1:
+                # the matrix functions are reused: so is the forcing term G1 B_k + G2 B_k+1 while
+                # B_k, B_k+1 stay within reuse_tol (of their largest entry) of the cached ones
+                if not (have_fc and _close(B0, Bc0, thr0) and _close(B1, Bc1, thr1)):
+                    _exp2_forcing_into(EFF, B0, B1, Fc)
+                    linalg.copy_into(B0, Bc0)
+                    linalg.copy_into(B1, Bc1)
+                    thr0 = reuse_tol * _max_abs(B0)
+                    thr1 = reuse_tol * _max_abs(B1)
+                    have_fc = True
+                _exp2_step_with_forcing(EFF, Sk, Fc, Sk1)
+            elif second_order:
                 steps.exp2_step_stacked_into(EFF, SBk, B1, Sk1)
             else:
                 steps.exp_step_stacked_into(EF, SBk, Sk1)
+            if corrected:
+                # a long solver gap: the midpoint correction (METHOD.md section 14) instead of sub-steps
+                jacs(0.5 * (t[k] + t[k + 1]), X_mid[mid_index[k]], p, c, Am, Bm)
+                exp2_correct_into(EFF, EF3, h, A0, A1, Am, key, B0, B1, Bm, Sk, Sk1, Dw, Dmw, CQ, Rw, Mw)
         if out_index[k + 1] >= 0:
             if not _finite_copy(Sk1, S_out[out_index[k + 1]]):
                 linalg.copy_into(Sk1, S)
@@ -383,10 +460,10 @@ def _njit_quiet(sig, **options):
 
 
 @_njit_quiet(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
-                f8, tens, i8vec, ivec, i8vec, f8, i8, ivec, f8), cache=True)
+                f8, tens, i8vec, ivec, i8vec, f8, i8, ivec, f8, mat, ivec), cache=True)
 def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
           interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused, scale_atol,
-          max_substeps, gap_end, freeze):
+          max_substeps, gap_end, freeze, X_mid, mid_index):
     """March ``S`` over the grid ``t`` with states ``X`` (Algorithms 1-3).
 
     Parameters
@@ -431,6 +508,10 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
         ``||A(t_e) - A(t_a)||_F ||S(t_a)||_F <= freeze ||B(t_e) - B(t_a)||_F``.
     freeze : float
         The factor of that test (0: never freeze; ``inf``: always, on refined gaps).
+    X_mid, mid_index : (M, nx), (K-1,)
+        ``mid_index[k] >= 0``: an ``exp2`` interval whose step gets the midpoint
+        correction (:mod:`pbsens.kernels.midpoint`), with the state at its midpoint
+        ``X_mid[mid_index[k]]``; -1: none.
 
     Returns
     -------
@@ -447,17 +528,19 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     Ag = np.empty((2, nx, nx))       # Jacobians at grid points k (slot g) and k+1 (slot 1-g)
     # [S_k; B_k] stacked in slot g, so that an exponential step is one product into
     # the S rows of slot 1-g (whose B rows hold B_k+1). B_k is SB[g][nx:].
-    SB = np.empty((2, 2 * nx, np_))
-    Wn = np.empty((9, nx, nx))       # n x n work matrices (names in _march_loop)
-    Wp = np.empty((5, nx, np_))      # n x np work matrices
+    SB = np.empty((3, 2 * nx, np_))  # (slot 2: work of the midpoint correction)
+    Wn = np.empty((12, nx, nx))      # n x n work matrices (names in _march_loop)
+    Wp = np.empty((11, nx, np_))     # n x np work matrices
     V = np.empty((4, nx))            # vectors
     cs = np.empty(max(nx, np_))      # column sums of the switch's 1-norms
     EF = np.empty((nx, 2 * nx))      # [E | F] for the exp step
     EFF = np.empty((nx, 3 * nx))     # [E | F1 - F2/h | F2/h] for the exp2 step
+    EF3 = np.empty((nx, 4 * nx))     # [E | F1 | F2 | F3] for the midpoint correction
     ws = linalg.workspace(nx)
     return _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
                        interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
-                       Ag, SB, Wn, Wp, V, cs, EF, EFF, ws, scale_atol, max_substeps, gap_end, freeze)
+                       Ag, SB, Wn, Wp, V, cs, EF, EFF, EF3, ws, scale_atol, max_substeps, gap_end, freeze,
+                       X_mid, mid_index)
 
 
 class _Compiled(types.WrapperAddressProtocol):
@@ -503,10 +586,12 @@ def bind(fns):
     jacs_into = _Compiled(fns.jacs_into, jacs_fn_sig)
     rhs_into = _Compiled(fns.rhs_into, vector_fn_sig)
 
-    def bound_march(*args, max_substeps=MAX_SUBSTEPS, gap_end=None, freeze=0.0):
+    def bound_march(*args, max_substeps=MAX_SUBSTEPS, gap_end=None, freeze=0.0, mid=None):
         if gap_end is None:     # every interval its own gap: nothing is frozen
             gap_end = np.arange(1, args[0].size, dtype=np.int64)
-        status = march(jacs_into, rhs_into, *args, check_max_substeps(max_substeps), gap_end, float(freeze))
+        if mid is None:         # no midpoint correction
+            mid = (np.empty((0, args[1].shape[1])), np.full(args[0].size - 1, -1, dtype=np.int64))
+        status = march(jacs_into, rhs_into, *args, check_max_substeps(max_substeps), gap_end, float(freeze), *mid)
         if status <= -2:
             k = -2 - status
             t, n_int = args[0], args[18]

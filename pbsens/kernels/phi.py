@@ -48,6 +48,7 @@ def _taylor_coefficients(offset, count):
 
 _C_PHI1 = _taylor_coefficients(1, _PHI_MAXM + 1)  # 1/(k+1)!
 _C_PHI2 = _taylor_coefficients(2, _PHI_MAXM + 1)  # 1/(k+2)!
+_C_PHI3 = _taylor_coefficients(3, _PHI_MAXM + 1)  # 1/(k+3)!
 
 
 @njit(types.UniTuple(i8, 3)(f8, i8, i8), cache=True, _nrt=False)
@@ -251,7 +252,9 @@ def _taylor_of_scaled_into(A, h, out, ws, blocks, c):
     if A.shape[1] != n or out.shape[0] != n or out.shape[1] != blocks * n:
         if blocks == 2:
             raise ValueError("exp_phi1_into: A must be n x n and EF n x 2n")
-        raise ValueError("exp_phi12_into: A must be n x n and EFF n x 3n")
+        if blocks == 3:
+            raise ValueError("exp_phi12_into: A must be n x n and EFF n x 3n")
+        raise ValueError("exp_phi123_into: A must be n x n and EF3 n x 4n")
     _check_ws(ws, n)
     if n == 0:
         return -1
@@ -382,3 +385,61 @@ def exp_phi12_into(A, h, EFF, ws):
     if s % 2 == 1:
         copy_into(cur, EFF)
 
+
+
+@njit(types.void(mat, mat, f8), cache=True, _nrt=False)
+def _double_f123_into(nxt, cur, t):
+    """``nxt = [E^2 | E F1 | E F2 | E F3]`` of ``cur = [E | F1 | F2 | F3]`` at ``t`` becomes the
+    same at ``2t``: ``F1 += F1``, ``F2 += F2 + t F1``, ``F3 += F3 + t F2 + (t^2/2) F1``."""
+    n = cur.shape[0]
+    half_t2 = 0.5 * t * t
+    for i in range(n):
+        for j in range(n):
+            f1 = cur[i, n + j]
+            f2 = cur[i, 2 * n + j]
+            nxt[i, n + j] += f1
+            nxt[i, 2 * n + j] += f2 + t * f1
+            nxt[i, 3 * n + j] += cur[i, 3 * n + j] + t * f2 + half_t2 * f1
+
+
+@njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
+def exp_phi123_into(A, h, EF3, ws):
+    """``EF3 = [E | F1 | F2 | F3]``: as :func:`exp_phi12_into`, and
+    ``F3 = integral_0^h exp((h - s)A) s^2/2 ds = h^3 phi3(hA)`` (the weight of a quadratic
+    forcing; the exp2 midpoint correction, :mod:`pbsens.kernels.midpoint`).
+
+    ``phi3(Z) = sum_k Z^k/(k+3)!`` by Paterson-Stockmeyer (its tail is below ``phi1``'s, so the
+    degree table holds), ``phi2 = I/2 + Z phi3``, ``phi1 = I + Z phi2``, ``exp = I + Z phi1``;
+    doubling as one product ``E(t) [E | F1 | F2 | F3]`` and, splitting the integral at ``t``,
+
+        F3(2t) = (I + E(t)) F3(t) + t F2(t) + (t^2/2) F1(t).
+
+    Cost: that of :func:`exp_phi12_into` plus one ``n x n`` product and an ``n x n`` block more
+    in every doubling. Non-finite input gives an all-NaN output.
+    """
+    n = A.shape[0]
+    s = _taylor_of_scaled_into(A, h, EF3, ws, 4, _C_PHI3)
+    if s < 0:
+        return
+    Z = ws[0]
+    P3 = ws[4]                           # phi3(Z)
+    P2 = ws[5]
+    P1 = ws[6]
+    gemm_into(Z, P3, P2, 1.0, 0.0)
+    for i in range(n):
+        P2[i, i] += 0.5                  # phi2(Z) = I/2 + Z phi3(Z)
+    _identity_plus_product_into(Z, P2, P1)       # phi1(Z) = I + Z phi2(Z)
+    _identity_plus_product_into(Z, P1, EF3[:, :n])  # exp(Z) = I + Z phi1(Z)
+    t = h * 2.0 ** (-s)
+    _set_cols_scaled(EF3, n, P1, t)
+    _set_cols_scaled(EF3, 2 * n, P2, t * t)
+    _set_cols_scaled(EF3, 3 * n, P3, t * t * t)
+    cur = EF3
+    nxt = ws[3:7].reshape((n, 4 * n))    # free from here on
+    for _ in range(s):
+        gemm_into(cur[:, :n], cur, nxt, 1.0, 0.0)   # [E^2 | E F1 | E F2 | E F3]
+        _double_f123_into(nxt, cur, t)
+        cur, nxt = nxt, cur
+        t *= 2.0
+    if s % 2 == 1:
+        copy_into(cur, EF3)

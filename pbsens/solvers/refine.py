@@ -17,9 +17,10 @@ import numbers
 import numpy as np
 
 from ..errors import PbsensError
+from ..kernels.codes import BRANCH_PBS
 from .trajectory import Trajectory
 
-__all__ = ["refine_grid"]
+__all__ = ["refine_grid", "midpoint_plan", "gap_ends", "child_plan"]
 
 #: Sub-points closer than this fraction of their sub-interval to an existing grid point are dropped
 #: (an output time that falls next to one would otherwise leave a sliver interval).
@@ -82,18 +83,7 @@ def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps", only=None) 
         raise PbsensError("'trajectory' has no dense output to refine its grid from "
                           "(solve_states(..., dense_output=True))")
     t = np.asarray(trajectory.t, dtype=np.float64)
-    steps = np.asarray(getattr(sol, "ts", t), dtype=np.float64)
-    h_free = getattr(sol, "h_free", None)
-    inside = (steps >= t[0]) & (steps <= t[-1])
-    if h_free is not None and np.size(h_free) == steps.size - 1 and inside.all():
-        # a step shortened to end at a stop is measured against the step the control chose
-        H = np.maximum(np.asarray(h_free, dtype=np.float64), np.diff(steps))
-    else:
-        H = None
-    steps = steps[inside]
-    if steps.size < 2:
-        steps = t[[0, -1]]
-        H = None
+    steps, H = _accepted_steps(t, sol)
     if split == "gaps":
         t_sub = _gap_points(t, steps, m, H)
     else:
@@ -121,14 +111,75 @@ def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps", only=None) 
     return dataclasses.replace(trajectory, t=t_new, x=x_new, eval_index=eval_index, stats=stats)
 
 
-def _gap_points(t, steps, m, H_step=None):
-    """New points (sorted) that split each interval of ``t`` longer than ``1/m`` of its accepted step
-    (its length, or ``H_step``: per step, the size the step control chose before a stop shortened it)."""
+def _accepted_steps(t, sol):
+    """The accepted steps' boundaries within ``[t[0], t[-1]]`` and, when the dense output has them,
+    the sizes the step control chose (``sol.h_free``: a step shortened to end at a stop is measured
+    against the step the control chose), else None."""
+    steps = np.asarray(getattr(sol, "ts", t), dtype=np.float64)
+    h_free = getattr(sol, "h_free", None)
+    inside = (steps >= t[0]) & (steps <= t[-1])
+    if h_free is not None and np.size(h_free) == steps.size - 1 and inside.all():
+        H = np.maximum(np.asarray(h_free, dtype=np.float64), np.diff(steps))
+    else:
+        H = None
+    steps = steps[inside]
+    if steps.size < 2:
+        steps = t[[0, -1]]
+        H = None
+    return steps, H
+
+
+def _gap_parts(t, steps, m, H_step=None):
+    """Per interval of ``t``: into how many equal parts ``split="gaps"`` cuts it (1: kept whole)."""
     L = np.diff(t)
     j = np.clip(np.searchsorted(steps, t[:-1], side="right") - 1, 0, steps.size - 2)
     H = steps[j + 1] - steps[j] if H_step is None else H_step[j]
     # parts per interval; the factor keeps an interval of exactly H/m (to rounding) whole
-    n = np.maximum(np.ceil(L * m / H * (1.0 - 1e-9)), 1.0).astype(np.int64)
+    return np.maximum(np.ceil(L * m / H * (1.0 - 1e-9)), 1.0).astype(np.int64)
+
+
+def midpoint_plan(t, sol, m):
+    """The intervals of the grid ``t`` that :func:`refine_grid` (``split="gaps"``) would split,
+    for the exp2 midpoint correction instead (METHOD.md section 14).
+
+    Parameters
+    ----------
+    t : (K,) the grid (the solver's steps with the output times merged in).
+    sol : the trajectory's dense output (callable; ``ts``/``h_free`` as in :func:`refine_grid`).
+    m : int, the ``substeps`` that defines a long interval.
+
+    Returns
+    -------
+    x_mid : (M, nx)
+        The states at their midpoints, from ``sol``.
+    mid_index : (K-1,) int64
+        ``i >= 0`` for the ``i``-th such interval (its midpoint's row of ``x_mid``), -1 for the others.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    steps, H = _accepted_steps(t, sol)
+    long = np.flatnonzero(_gap_parts(t, steps, m, H) > 1)
+    mid_index = np.full(t.size - 1, -1, dtype=np.int64)
+    mid_index[long] = np.arange(long.size)
+    if long.size:
+        x_mid = np.ascontiguousarray(np.asarray(sol(0.5 * (t[long] + t[long + 1]))).T, dtype=np.float64)
+    else:
+        x_mid = np.empty((0, np.asarray(sol(t[:1])).shape[0]))
+    return x_mid, mid_index
+
+
+def gap_ends(t, t_gaps):
+    """Per interval of the refined grid ``t``, the index in ``t`` of the end of the gap of
+    ``t_gaps`` (a subset of ``t``) it lies in."""
+    pos = np.searchsorted(t, t_gaps)                   # the gap points' indices in t
+    j = np.searchsorted(t_gaps, t[:-1], side="right")  # the gap each interval ends in
+    return np.ascontiguousarray(pos[np.minimum(j, t_gaps.size - 1)], dtype=np.int64)
+
+
+def _gap_points(t, steps, m, H_step=None):
+    """New points (sorted) that split each interval of ``t`` longer than ``1/m`` of its accepted step
+    (its length, or ``H_step``: per step, the size the step control chose before a stop shortened it)."""
+    L = np.diff(t)
+    n = _gap_parts(t, steps, m, H_step)
     long = np.flatnonzero(n > 1)
     if long.size == 0:
         return np.empty(0)
@@ -151,3 +202,15 @@ def _step_points(t, steps, m):
     pos = np.searchsorted(t, t_sub)                      # t[pos-1] < t_sub <= t[pos]
     near = np.minimum(np.abs(t[np.minimum(pos, t.size - 1)] - t_sub), np.abs(t_sub - t[np.maximum(pos - 1, 0)]))
     return t_sub[near > gap]
+
+
+def child_plan(parent_plan, t):
+    """The switch's plan for a refinement ``t`` of the planned grid: every sub-interval takes
+    its parent's branch; PBS sub-intervals (only where output times were merged in) their
+    share of the parent's sub-steps."""
+    tp, bp, np_ = parent_plan
+    j = np.clip(np.searchsorted(tp, t[:-1], side="right") - 1, 0, tp.size - 2)
+    branch = np.ascontiguousarray(bp[j])
+    share = np.diff(t) / (tp[j + 1] - tp[j])
+    n_int = np.where(branch == BRANCH_PBS, np.maximum(np.ceil(np_[j] * share - 1e-9), 1), 1)
+    return branch, np.ascontiguousarray(n_int, dtype=np.int64)
