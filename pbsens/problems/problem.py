@@ -115,6 +115,15 @@ def _options(method, sensitivities, solver_options):
     return opts
 
 
+def _bound_outputs(model):
+    """The model's output functions bound into one compiled loop over times, once per model and process."""
+    cache = model.__dict__.setdefault("_kernels", {})
+    if "outputs" not in cache:
+        from ..kernels.outputs import bind_outputs   # numba kernels load on first use, not at import
+        cache["outputs"] = bind_outputs(model.fns)
+    return cache["outputs"]
+
+
 def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None, key=None):
     """States (K, nx) and sensitivities (K, nx, np) at ``times`` (plus the steady state
     when ``has_inf``), from ``pbsens.problems.simulate`` when present.
@@ -367,7 +376,7 @@ class Problem:
         ds = np.zeros((R, npar)) if sensitivities else None
         timing = {}
         c = model.constants
-        fns = model.fns
+        outputs = _bound_outputs(model)
         self._ss_cache = {}          # preequilibrations of this evaluation
         for ci, plan in enumerate(self._plans):
             name = self.conditions[ci]
@@ -387,17 +396,15 @@ class Problem:
                 else np.where(mp["est"] >= 0, 0.0, mp["fixed"])
             G = mp["k"].size
             Yb = np.empty((G, ny))
-            for g in range(G):
-                fns.out_into(mp["t"][g], x[mp["k"][g]], P[g], c, Yb[g])
+            JX = np.empty((G, ny, nx) if sensitivities else (0, 0, 0))
+            JP = np.empty((G, ny, npar) if sensitivities else (0, 0, 0))
+            # all output times in one compiled call (pbsens.kernels.outputs)
+            outputs(mp["t"], np.ascontiguousarray(x[mp["k"]]), np.ascontiguousarray(P, dtype=np.float64), c,
+                    Yb, JX, JP, sensitivities)
             rr, rg = mp["rows"], mp["g"]
             y[rr] = Yb[rg, mp["oy"]]
             sig[rr] = Yb[rg, mp["os"]]
             if sensitivities:
-                JX = np.empty((G, ny, nx))
-                JP = np.empty((G, ny, npar))
-                for g in range(G):
-                    fns.out_jac_x_into(mp["t"][g], x[mp["k"][g]], P[g], c, JX[g])
-                    fns.out_jac_p_into(mp["t"][g], x[mp["k"][g]], P[g], c, JP[g])
                 Sr = S[mp["k"][rg]]
                 dy[rr] = np.matmul(JX[rg, mp["oy"]][:, None, :], Sr)[:, 0, :] + JP[rg, mp["oy"]]
                 ds[rr] = np.matmul(JX[rg, mp["os"]][:, None, :], Sr)[:, 0, :] + JP[rg, mp["os"]]
