@@ -29,6 +29,18 @@ prints the same ratios from CPU seconds (the wall time on 2 dedicated cores,
 ``max(largest worker CPU, all CPU / 2)``), which other users of a shared machine change
 less than the wall times.
 
+``--ceiling`` adds a control, ``ceiling-1`` / ``ceiling-2``: the same process pools
+running 64 items that only burn as much CPU as one serial evaluation takes (a Python
+loop, no pbsens, no numpy), interleaved with the other modes. Its ratio is what this
+machine and the pool give two processes at this batch size (on the 2-vCPU VMs here
+1.5-1.9x for an 80 ms batch, not 2x), and each run prints every 2-worker speed-up as a
+share of it. ``--halves`` adds ``halves-1`` / ``halves-2``: the same evaluations in the
+same pools, one chunk per worker, so nothing is scheduled during the batch: the ratio
+this machine gives two concurrent evaluation loops (below the Python-loop control's: two
+concurrent evaluations each take 4-38 % more CPU time than one alone on these VMs, while
+the Python loop and a numba matrix-product loop take 0-4 %). ``--pin`` pins worker ``k``
+of every pool and cluster to CPU ``k``.
+
 Then, once: the fixed cost of a batch (the same chunks with tasks that do nothing;
 wall median and CPU per batch), where the time of a 2-worker batch goes (task seconds
 per worker, busy share = task seconds / (workers x wall)), and (unless
@@ -40,6 +52,7 @@ the start and the end of each run.
 Run from the repository root::
 
     python -m benchmarks.bench_batch [--runs 3] [--repeats 7] [--n 64] [--tasks] [--no-first-call]
+                                     [--ceiling] [--pin]
 """
 from __future__ import annotations
 
@@ -96,6 +109,24 @@ def _timed_item(context, theta):
         parallel.worker_load_time("problem", context[0])
 
 
+def _spin_item(context, theta):
+    """A worker task that only burns CPU for ``context`` seconds of this process's CPU time
+    (no pbsens, no numpy): the control for what the machine itself gives 2 processes."""
+    end = time.process_time() + context
+    x = 0
+    while time.process_time() < end:
+        for i in range(200):
+            x += i * i % 7
+    return x
+
+
+def _pin(pids):
+    """Pin worker ``k`` of ``pids`` to CPU ``k`` (Linux ``sched_setaffinity``)."""
+    ncpu = len(os.sched_getaffinity(0))
+    for k, pid in enumerate(pids):
+        os.sched_setaffinity(pid, {k % ncpu})
+
+
 def _empty_item(context, theta):
     """A worker task that does nothing: times dask's scheduling and transfer alone."""
     return None
@@ -141,7 +172,8 @@ def _load():
 
 
 RATIOS = (("processes-1", "processes-2"), ("serial", "processes-2"), ("dask-1", "dask-2"),
-          ("serial", "dask-2"), ("dask-tasks-1", "dask-tasks-2"))
+          ("serial", "dask-2"), ("dask-tasks-1", "dask-tasks-2"), ("ceiling-1", "ceiling-2"),
+          ("halves-1", "halves-2"))
 
 
 def _interleaved(modes, repeats, warmup=1):
@@ -177,6 +209,13 @@ def main(argv=None):
                     help="LocalCluster with dask's default configuration (profiler on, 20 ms ticks)")
     ap.add_argument("--no-first-call", action="store_true")
     ap.add_argument("--chunk-size", type=int, default=None, help="items per chunk (default: the library's)")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also time 'ceiling-1' / 'ceiling-2': the same pools running items that only burn "
+                         "as much CPU as a serial evaluation takes (the machine's and the pool's own ratio)")
+    ap.add_argument("--halves", action="store_true",
+                    help="also time 'halves-1' / 'halves-2': the same evaluations in the same pools, one chunk "
+                         "per worker (no scheduling during the batch: the machine's ratio for this work)")
+    ap.add_argument("--pin", action="store_true", help="pin worker k of every pool and cluster to CPU k")
     args = ap.parse_args(argv)
     import contextlib
     import warnings
@@ -189,6 +228,10 @@ def main(argv=None):
     print(f"Boehm: {args.n} x llh + gradient + FIM (exp2) per batch; {args.runs} run(s) of {args.repeats} "
           f"interleaved rounds after a warm-up round; {os.cpu_count()} CPUs, load average {_load()}")
     ref = [r.llh for r in pr.evaluate_many(thetas, n_workers=1)]
+    c0 = time.process_time()
+    for _ in range(3):
+        pr.evaluate_many(thetas, n_workers=1)
+    per_item = (time.process_time() - c0) / (3 * args.n)   # CPU seconds of one serial evaluation
 
     def check(res):
         assert [r.llh for r in res] == ref
@@ -201,8 +244,23 @@ def main(argv=None):
             check(parallel.map_tasks(parallel._evaluate_item, recipe, thetas, n_workers=n, processes=True,
                                      chunk_size=args.chunk_size))
         run()       # starts the pool and loads the problem in its workers
-        modes[f"processes-{n}"] = (run, [w.proc.pid for w in parallel._local_pool(n).workers])
+        pids = [w.proc.pid for w in parallel._local_pool(n).workers]
+        if args.pin:
+            _pin(pids)
+        modes[f"processes-{n}"] = (run, pids)
         nw[f"processes-{n}"] = n
+    if args.ceiling:
+        for n in (1, 2):
+            def spin(n=n):
+                parallel.map_tasks(_spin_item, per_item, thetas, n_workers=n, processes=True,
+                                   chunk_size=args.chunk_size)
+            modes[f"ceiling-{n}"], nw[f"ceiling-{n}"] = (spin, modes[f"processes-{n}"][1]), n
+    if args.halves:
+        for n in (1, 2):
+            def halves(n=n):
+                check(parallel.map_tasks(parallel._evaluate_item, recipe, thetas, n_workers=n, processes=True,
+                                         chunk_size=-(-args.n // n)))
+            modes[f"halves-{n}"], nw[f"halves-{n}"] = (halves, modes[f"processes-{n}"][1]), n
     clients = {}
     with contextlib.ExitStack() as stack:
         if not args.no_dask:
@@ -212,6 +270,8 @@ def main(argv=None):
                 client = stack.enter_context(distributed.Client(cl, direct_to_workers=not args.proxy))
                 clients[n] = client
                 pids = sorted(client.run(os.getpid).values())
+                if args.pin:
+                    _pin(pids)
                 for dispatch in ("resident", "tasks") if args.tasks else ("resident",):
                     name = f"dask-{n}" if dispatch == "resident" else f"dask-tasks-{n}"
 
@@ -235,6 +295,15 @@ def main(argv=None):
                       for a, b in RATIOS if a in out and b in out}
             per_run.append(ratios)
             print("  speed-ups (wall, medians): " + "; ".join(f"{k} = {v:.2f}x" for k, v in ratios.items()))
+            if "ceiling-1 / ceiling-2" in ratios:
+                c = ratios["ceiling-1 / ceiling-2"]
+                print("  share of the control's ratio (speed-up / (ceiling-1 / ceiling-2)): " + "; ".join(
+                    f"{k} = {v / c:.0%}" for k, v in ratios.items() if k.endswith("-2") and "ceiling" not in k))
+            if "halves-1 / halves-2" in ratios:
+                h = ratios["halves-1 / halves-2"]
+                print("  share of the halves' ratio (the same work without scheduling): " + "; ".join(
+                    f"{k} = {v / h:.0%}" for k, v in ratios.items()
+                    if k.endswith("-2") and "ceiling" not in k and "halves" not in k))
             print("  from CPU seconds (wall on 2 dedicated cores = max(largest worker CPU, all CPU / 2); what "
                   "the other users of the machine change least): " + "; ".join(
                       f"{a} / {b} = {_dedicated(out[a][1], nw[a]) / _dedicated(out[b][1], nw[b]):.2f}x"
