@@ -22,7 +22,9 @@ process (the CPU time is robust to other load on a shared machine):
   process only), and the number of right-hand side calls it made.
 
 Then :func:`time_sensitivity_pass` times one exp2 sensitivity pass (``linalg="auto"``:
-the sparse march from 60 states) on that trajectory's grid, all parameters. Medians over ``--repeats``; a table, the fitted exponent of
+the sparse march from 60 states) on that trajectory's grid, in CPU seconds, for all
+parameters and for a fixed subset of ``SUBSET`` = 10 (the generated networks have ``2n``
+parameters, so the all-parameter pass grows at least as ``n^2``). Medians over ``--repeats``; a table, the fitted exponent of
 cold build CPU time against the number of species of the networks, and a log-log
 plot. Printed, not asserted.
 """
@@ -46,20 +48,26 @@ PETAB_MODELS = {
 DEFAULT_MODELS = "salazar,lang,net50,net100,net200,net500,net1000,net2000"
 
 
-def time_sensitivity_pass(model, trajectory):
-    """Seconds of one exp2 sensitivity pass (``linalg="auto"``) along the state solver's grid.
+SUBSET = 10   # parameters in the fixed-subset pass (the first ones of the model)
 
-    The kernels are compiled (and the model's sparse runner built) on the first three grid
-    points first, outside the timing. Every parameter of the model, every grid point.
+
+def time_sensitivity_pass(model, trajectory, params=None):
+    """CPU seconds of one exp2 sensitivity pass (``linalg="auto"``) along the state solver's grid.
+
+    ``params``: None (every parameter: ``S`` is ``n x p`` with ``p = 2n`` on the generated
+    networks, so the pass is at least ``n^2`` per step) or a list of parameter indices (a
+    fixed subset: the cost of the kernels themselves in ``n``). The kernels are compiled (and
+    the model's sparse runner built) on the first three grid points first, outside the
+    timing. CPU time of this process, robust to other load on a shared machine.
     """
     import time
 
     import pbsens
     t, x = trajectory.t, trajectory.x
-    pbsens.sensitivities(model, (t[:3], x[:3]), method="exp2", p=trajectory.p)
-    t0 = time.perf_counter()
-    pbsens.sensitivities(model, (t, x), method="exp2", p=trajectory.p, t_eval=t[-1:])
-    return time.perf_counter() - t0
+    pbsens.sensitivities(model, (t[:3], x[:3]), method="exp2", p=trajectory.p, params=params)
+    c0 = time.process_time()
+    pbsens.sensitivities(model, (t, x), method="exp2", p=trajectory.p, t_eval=t[-1:], params=params)
+    return time.process_time() - c0
 
 
 _CHILD = r"""
@@ -95,13 +103,15 @@ out["process_wall"] = time.perf_counter() - w0
 if do_solve:
     import pbsens
     sys.path.insert(0, os.path.join(os.environ["BENCH_ROOT"], "benchmarks"))
-    from bench_large import time_sensitivity_pass
+    from bench_large import SUBSET, time_sensitivity_pass
     w2, c2 = time.perf_counter(), time.process_time()
     try:
         tr = pbsens.solve_states(model, (0.0, t_end), rtol=1e-6, atol=1e-9)
         out["solve_wall"], out["solve_cpu"] = time.perf_counter() - w2, time.process_time() - c2
         out["t_end"], out["nfev"] = t_end, int(tr.stats.get("nfev", -1))
-        out["sens_wall"] = time_sensitivity_pass(model, tr)
+        out["grid"] = int(len(tr.t))
+        out["sens_cpu"] = time_sensitivity_pass(model, tr)
+        out["sens_subset_cpu"] = time_sensitivity_pass(model, tr, list(range(min(SUBSET, model.n_params))))
     except Exception as exc:   # reported, not fatal: the import timing stands on its own
         out["solve_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
 print("BENCH " + json.dumps(out))
@@ -135,7 +145,7 @@ def measure(name, backend, repeats):
     for tag, runs in (("cold", cold), ("warm", warm)):
         for k in ("read_wall", "read_cpu", "build_wall", "build_cpu", "process_wall"):
             row[f"{tag}_{k}"] = _median(runs, k)
-    for k in ("solve_wall", "solve_cpu", "nfev", "t_end", "sens_wall"):
+    for k in ("solve_wall", "solve_cpu", "nfev", "t_end", "grid", "sens_cpu", "sens_subset_cpu"):
         row[k] = _median(warm, k)
     errs = [r["solve_error"] for r in warm if "solve_error" in r]
     if errs:
@@ -150,20 +160,30 @@ def _fmt(v, spec=".2f"):
 def table(rows):
     head = ("| model | backend | states | params | nnz A | cold build s (CPU) | warm build s (CPU) | "
             "read s (wall) | cold process s (wall) | warm process s (wall) | solve s (CPU) | f calls | "
-            "exp2 pass s (wall) |")
+            "grid points | exp2 pass s (CPU), all params | same, 10 params |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['backend']} | {r['n_states']} | {r['n_params']} | {r['nnz_A']} | "
                      f"{_fmt(r['cold_build_wall'])} ({_fmt(r['cold_build_cpu'])}) | "
                      f"{_fmt(r['warm_build_wall'])} ({_fmt(r['warm_build_cpu'])}) | {_fmt(r['warm_read_wall'])} | "
                      f"{_fmt(r['cold_process_wall'])} | {_fmt(r['warm_process_wall'])} | "
-                     f"{_fmt(r.get('solve_cpu'))} | {_fmt(r.get('nfev'), '.0f')} | {_fmt(r.get('sens_wall'))} |")
+                     f"{_fmt(r.get('solve_cpu'))} | {_fmt(r.get('nfev'), '.0f')} | {_fmt(r.get('grid'), '.0f')} | "
+                     f"{_fmt(r.get('sens_cpu'), '.3f')} | {_fmt(r.get('sens_subset_cpu'), '.3f')} |")
     return "\n".join(lines)
 
 
-def exponent(rows, key="cold_build_cpu"):
-    """Least-squares slope of log(key) against log(n_states) over the networks."""
-    pts = [(r["n_states"], r[key]) for r in rows if r["model"].startswith("net") and r.get(key)]
+SPARSE_FROM = 60   # linalg="auto" takes the sparse march from this many states
+
+
+def exponent(rows, key="cold_build_cpu", per_step=False, n_min=0):
+    """Least-squares slope of log(key) against log(n_states) over the networks.
+
+    ``per_step``: divide by the number of grid intervals first (the cost of one step, apart
+    from how many steps the state solver took on the larger networks). ``n_min``: only the
+    networks with at least this many states (the sensitivity pass's exponents are fitted on
+    the sparse path alone, ``SPARSE_FROM``; below it the pass is the dense march)."""
+    pts = [(r["n_states"], r[key] / (r["grid"] - 1 if per_step else 1)) for r in rows
+           if r["model"].startswith("net") and r.get(key) and r["n_states"] >= n_min]
     if len(pts) < 2:
         return None
     n, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
@@ -181,7 +201,8 @@ def plot(rows, path):
                               ("cold_build_wall", "cold import (wall s)", "o--"),
                               ("warm_build_wall", "warm load (wall s)", "s-"),
                               ("solve_cpu", "state solve (CPU s)", "^-"),
-                              ("sens_wall", "exp2 sensitivity pass (wall s)", "v-")):
+                              ("sens_cpu", "exp2 pass, all params (CPU s)", "v-"),
+                              ("sens_subset_cpu", f"exp2 pass, {SUBSET} params (CPU s)", "v--")):
         y = [r.get(key) for r in nets]
         if any(v is not None for v in y):
             ax.loglog(n, y, style, label=label)
@@ -218,15 +239,21 @@ def main(argv=None):
     k = exponent(rows)
     if k is not None:
         print(f"fitted exponent of cold build CPU time vs states (networks): {k:.2f}")
-    k_sens = exponent(rows, "sens_wall")
-    if k_sens is not None:
-        print(f"fitted exponent of the exp2 sensitivity pass (wall) vs states (networks): {k_sens:.2f}")
+    ks = {}
+    for key, what in (("sens_cpu", "all parameters"), ("sens_subset_cpu", f"{SUBSET} parameters")):
+        for per_step in (False, True):
+            k_s = exponent(rows, key, per_step, n_min=SPARSE_FROM)
+            if k_s is not None:
+                ks[f"exponent_{key}{'_per_step' if per_step else ''}"] = k_s
+                print(f"fitted exponent of the exp2 sensitivity pass (CPU), {what}"
+                      f"{', per grid interval' if per_step else ''}, vs states (networks from "
+                      f"{SPARSE_FROM} states, the sparse path): {k_s:.2f}")
     try:
         load = os.getloadavg()
     except OSError:
         load = None
     with open(args.out, "w") as fh:
-        json.dump({"rows": rows, "exponent_cold_build_cpu": k, "exponent_sens_wall": k_sens, "repeats": args.repeats, "loadavg": load}, fh,
+        json.dump({"rows": rows, "exponent_cold_build_cpu": k, **ks, "repeats": args.repeats, "loadavg": load}, fh,
                   indent=1)
     if args.plot:
         plot(rows, args.plot)
