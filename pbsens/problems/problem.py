@@ -91,11 +91,12 @@ class _LazyTable:
 #: (docs/PERFORMANCE.md): on Boehm, Fujita and Brannmark the llh is within 1e-4 of the reference values,
 #: 3-6x faster than LSODA.
 _DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
-#: Sub-steps of the march per Rodas5P step, per method (others: the library's DEFAULT_SUBSTEPS, 4).
-#: exp2 (second order) on the solver's own grid keeps the gradient within 1.1e-3 (max-norm relative)
-#: of central finite differences on the three problems; 4 sub-steps cut that to <= 2e-4 at 2-3x the
-#: march's cost. pbsr (first order in the step) needs the 4: with 1 its error on Boehm is 2e-2.
-_METHOD_SUBSTEPS = {"exp2": 1}
+#: Sub-steps of the march per Rodas5P step, per method (others, and exp2 since wave 9: the library's
+#: DEFAULT_SUBSTEPS, 4, with exp2's midpoint correction on the long intervals, METHOD.md section 14).
+#: exp2 on the solver's own grid (substeps=1) had a gradient error floor of 1e-3 (Boehm) and 3e-4
+#: (Fujita) at rtol 1e-8; with the correction 4.9e-7 and 4.2e-6 for 40 % more time, and Pareto-better
+#: at every rtol from 1e-3 to 1e-9 (benchmarks/work_precision_petab.py, docs/PERFORMANCE.md).
+_METHOD_SUBSTEPS = {}
 #: Default of ``method="fs"``: the compiled augmented Rodas5P solve (gradient error <= 1e-7 on the
 #: three problems; BDF took 10-20x longer).
 _FS_DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
@@ -326,8 +327,9 @@ class Problem:
         **solver_options
             ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods, and
             every method with ``sensitivities=False``; default ``"rodas5p"``, 1e-8,
-            1e-10; for ``"exp2"`` also ``substeps=1``, the march on the solver's own
-            grid, for the other post-hoc methods the library's 4 sub-steps) or of the
+            1e-10, and the library's march options: 4 sub-steps, for ``"exp2"`` the
+            midpoint correction on the solver's long steps instead; ``substeps=1``
+            marches on the solver's own grid, faster and less accurate) or of the
             joint solve (``"fs"``; default ``"rodas5p"``, 1e-8, 1e-10), and any other
             option the simulation accepts (:func:`pbsens.problems.simulate.simulate`).
             ``max_nfev`` without a ``solver`` selects scipy's LSODA (BDF for ``"fs"``),

@@ -59,7 +59,8 @@ from .steady_state import steady_state
 __all__ = ["simulate", "run_checked", "split_options", "Simulation", "SENSITIVITY_OPTIONS"]
 
 #: Options of :func:`pbsens.sensitivities` that ``simulate(**options)`` passes on to it.
-SENSITIVITY_OPTIONS = ("n_factor", "n_max", "eq_tol", "norm", "interpolation", "reuse_tol", "substeps")
+SENSITIVITY_OPTIONS = ("n_factor", "n_max", "eq_tol", "norm", "interpolation", "reuse_tol", "substeps", "midpoint",
+                       "freeze")
 #: Options of :func:`pbsens.forward_sensitivities` (beyond the solver's) for ``method="fs"``.
 FORWARD_OPTIONS = ("jacobian",)
 _SHIFT = 64 * np.finfo(float).eps
@@ -267,7 +268,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         stop are not counted twice.
     **options
         ``n_factor``, ``n_max``, ``eq_tol``, ``norm``, ``interpolation``,
-        ``reuse_tol``, ``substeps`` go to :func:`pbsens.sensitivities`; ``jacobian`` to
+        ``reuse_tol``, ``substeps``, ``midpoint``, ``freeze`` go to :func:`pbsens.sensitivities`; ``jacobian`` to
         :func:`pbsens.forward_sensitivities`; anything else to the solver
         (``max_step``, ``first_step``, ...).
 

@@ -1,0 +1,153 @@
+"""Work-precision on PEtab problems: time of llh + gradient against the gradient's error.
+
+The PEtab counterpart of ``work_precision.py`` (issue 19 item 5, Boehm and Fujita): for
+each problem and rtol in {1e-3, ..., 1e-9} (atol = rtol / 100, the Problem's default
+ratio), the median CPU time of ``Problem.evaluate(theta, method=..., solver=..., rtol=...,
+atol=...)`` (every condition: state solve, sensitivities at the measurement times, llh,
+gradient and FIM) against the gradient's error, for
+
+    rodas5p + exp2    pbsens's compiled Rodas5P and the exp2 march on its grid, the intervals
+                      longer than a quarter of their accepted step marched with the midpoint
+                      correction (substeps=4, midpoint on: METHOD.md section 14)
+    rodas5p + exp2 m1 the march on the solver's grid without the correction (substeps=1)
+    LSODA + exp2      scipy's LSODA and the exp2 march on its grid
+    rodas5p + pbsr2
+    FS rodas5p        forward sensitivities on the compiled Rodas5P (augmented system)
+
+The gradient is ``S`` at every measurement time of every condition contracted with the
+residuals, so its error sums the error of ``S`` the way an optimiser or sampler sees it.
+Error: ``max_i |g_i - g_ref_i| / max_i |g_ref_i|`` against forward sensitivities on
+Rodas5P at rtol 1e-12, atol 1e-14; the reference is cross-checked by forward
+sensitivities on scipy's Radau at the same tolerances (the difference is printed; it
+bounds the smallest error this benchmark can resolve). Parameters: nominal shifted by
++-0.1 on the parameter scale (at the optimum the gradient is a sum of cancelling terms),
+as in ``bench_petab.py``. Timing: one warm-up call per configuration, then ``--repeats``
+rounds in which every configuration is called once (interleaved), CPU time of this
+process. A configuration that fails at a tolerance is reported as failed, not dropped.
+
+Writes one log-log plot per problem to ``docs/img/wp_<problem>.png`` (``--plot-dir``)
+and prints a markdown table.
+
+    python benchmarks/work_precision_petab.py [--repeats 5] [--problems Boehm_JProteomeRes2014 ...]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "petab"
+PROBLEMS = ["Boehm_JProteomeRes2014", "Fujita_SciSignal2010"]
+RTOLS = [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9]
+#: (label, method, options)
+CONFIGS = [("rodas5p + exp2", "exp2", dict(solver="rodas5p", substeps=4)),
+           ("rodas5p + exp2 m1", "exp2", dict(solver="rodas5p", substeps=1)),
+           ("LSODA + exp2", "exp2", dict(solver="LSODA")),
+           ("rodas5p + pbsr2", "pbsr2", dict(solver="rodas5p")),
+           ("FS rodas5p", "fs", dict(solver="rodas5p"))]
+REFERENCE = dict(method="fs", solver="rodas5p", rtol=1e-12, atol=1e-14)
+CHECK = dict(method="fs", solver="Radau", rtol=1e-12, atol=1e-14)
+STYLES = {"rodas5p + exp2": "s-", "rodas5p + exp2 m1": "s:", "LSODA + exp2": "o-", "rodas5p + pbsr2": "^-",
+          "FS rodas5p": "d--"}
+
+
+def gradient_error(g, g_ref):
+    """Max-norm error of ``g`` relative to the largest entry of ``g_ref``."""
+    return float(np.max(np.abs(g - g_ref)) / np.max(np.abs(g_ref)))
+
+
+def measure(problem, theta, rtol, repeats):
+    """``{label: (median CPU seconds or None, error or None, message)}`` at one tolerance."""
+    calls, out = {}, {}
+    for label, method, options in CONFIGS:
+        opts = dict(method=method, rtol=rtol, atol=rtol / 100, **options)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = problem.evaluate(theta, **opts)
+            if not np.all(np.isfinite(r.gradient)):
+                raise ValueError("non-finite gradient")
+            calls[label] = (lambda opts=opts: problem.evaluate(theta, **opts), r.gradient)
+        except Exception as exc:  # noqa: BLE001 - a failing configuration is a result of the benchmark
+            out[label] = (None, None, f"{type(exc).__name__}: {str(exc)[:80]}")
+    times = {k: [] for k in calls}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(repeats):
+            for label, (fn, _) in calls.items():
+                c0 = time.process_time()
+                fn()
+                times[label].append(time.process_time() - c0)
+    for label, (_, g) in calls.items():
+        out[label] = (statistics.median(times[label]), g, "")
+    return out
+
+
+def plot(name, rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.6, 4.6))
+    for label, style in STYLES.items():
+        pts = [(r["error"], r["cpu"]) for r in rows if r["config"] == label and r["cpu"] is not None]
+        if pts:
+            e, t = zip(*pts)
+            ax.loglog(np.maximum(e, 1e-16), np.array(t) * 1e3, style, label=label)
+    ax.set_xlabel("relative error of the llh gradient (vs FS Rodas5P, rtol 1e-12)")
+    ax.set_ylabel("CPU time of llh + gradient + FIM [ms]")
+    ax.set_title(f"{name.split('_')[0]}: work-precision, rtol 1e-3 ... 1e-9 (atol = rtol/100)", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--problems", nargs="+", default=PROBLEMS)
+    ap.add_argument("--rtols", nargs="+", type=float, default=RTOLS)
+    ap.add_argument("--plot-dir", default=str(ROOT / "docs" / "img"), help="'' for no plots")
+    args = ap.parse_args(argv)
+    import pbsens.petab as pbpetab
+    print(f"load average {os.getloadavg()[0]:.2f}; {args.repeats} interleaved rounds per tolerance, CPU time")
+    lines = ["| problem | rtol | " + " | ".join(f"{c[0]}: ms, error" for c in CONFIGS) + " |",
+             "|---" * (2 + len(CONFIGS)) + "|"]
+    for name in args.problems:
+        problem = pbpetab.load(DATA / name / f"{name}.yaml")
+        theta = problem.x_nominal + 0.1 * np.where(np.arange(problem.dim) % 2, 1.0, -1.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            g_ref = problem.evaluate(theta, **REFERENCE).gradient
+            g_chk = problem.evaluate(theta, **CHECK).gradient
+        print(f"\n{name}: {problem.dim} estimated parameters; reference FS Rodas5P vs FS Radau (both rtol "
+              f"1e-12): {gradient_error(g_chk, g_ref):.1e}", flush=True)
+        rows = []
+        for rtol in args.rtols:
+            res = measure(problem, theta, rtol, args.repeats)
+            cells = []
+            for label, _, _ in CONFIGS:
+                cpu, g, msg = res[label]
+                err = gradient_error(g, g_ref) if g is not None else None
+                rows.append(dict(config=label, rtol=rtol, cpu=cpu, error=err, failed=msg))
+                cells.append(f"{1e3 * cpu:.2f}, {err:.1e}" if cpu is not None else f"failed ({msg})")
+            line = f"| {name.split('_')[0]} | {rtol:.0e} | " + " | ".join(cells) + " |"
+            lines.append(line)
+            print(line, flush=True)
+        if args.plot_dir:
+            plot(name, rows, os.path.join(args.plot_dir, f"wp_{name.split('_')[0]}.png"))
+    print("\n" + "\n".join(lines))
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
