@@ -71,7 +71,7 @@ def local_cluster(n_workers=2, *, quiet=True, **kwargs):
         import dask
         import distributed
     except ImportError:
-        raise PbsensError("local_cluster needs dask.distributed: pip install distributed") from None
+        raise PbsensError("local_cluster needs dask.distributed: pip install 'pbsens[dist]'") from None
     if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
         raise PbsensError(f"'n_workers' must be a positive integer, got {n_workers!r}")
     kw = dict(threads_per_worker=1, processes=True, dashboard_address=None)
@@ -85,7 +85,7 @@ def _resolve_client(client, n_workers):
     try:
         import distributed
     except ImportError:
-        raise PbsensError("'client' needs dask.distributed: pip install distributed") from None
+        raise PbsensError("'client' needs dask.distributed: pip install 'pbsens[dist]'") from None
     if isinstance(client, distributed.Client):
         return client, (lambda: None)
     if isinstance(client, str):
