@@ -14,6 +14,13 @@ gradient and FIM) against the gradient's error, for
     rodas5p + pbsr2
     FS rodas5p        forward sensitivities on the compiled Rodas5P (augmented system)
 
+    AMICI FS          AMICI's forward sensitivities (CVODES BDF) on the same PEtab problem at the
+                      same rtol and atol, when AMICI is set up (``--amici-python PATH`` or
+                      ``$PBSENS_AMICI_PYTHON``; docs/PERFORMANCE.md, "AMICI side by side"): two
+                      curves, the solver CPU time AMICI reports (summed over conditions) and the
+                      process CPU time of its ``run_simulations`` call. AMICI's times are taken at
+                      the nominal parameters (``amici_side.py petab``), its gradient at ``theta``.
+
 The gradient is ``S`` at every measurement time of every condition contracted with the
 residuals, so its error sums the error of ``S`` the way an optimiser or sampler sees it.
 Error: ``max_i |g_i - g_ref_i| / max_i |g_ref_i|`` against forward sensitivities on
@@ -33,7 +40,10 @@ and prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
+import tempfile
 import statistics
 import time
 import warnings
@@ -44,6 +54,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from amici_bridge import add_amici_argument, run_amici  # noqa: E402  (AMICI's curves, optional)
+
 DATA = ROOT / "tests" / "data" / "petab"
 PROBLEMS = ["Boehm_JProteomeRes2014", "Fujita_SciSignal2010"]
 RTOLS = [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9]
@@ -56,7 +69,30 @@ CONFIGS = [("rodas5p + exp2", "exp2", dict(solver="rodas5p", substeps=4)),
 REFERENCE = dict(method="fs", solver="rodas5p", rtol=1e-12, atol=1e-14)
 CHECK = dict(method="fs", solver="Radau", rtol=1e-12, atol=1e-14)
 STYLES = {"rodas5p + exp2": "s-", "rodas5p + exp2 m1": "s:", "LSODA + exp2": "o-", "rodas5p + pbsr2": "^-",
-          "FS rodas5p": "d--"}
+          "FS rodas5p": "d--", "AMICI FS (solver)": "x-", "AMICI FS (process CPU)": "x--"}
+AMICI_CONFIGS = ("AMICI FS (solver)", "AMICI FS (process CPU)")
+
+
+def amici_point(yaml_path, theta, rtol, repeats, amici_python):
+    """``{label: (seconds or None, gradient or None, message)}`` for AMICI's forward sensitivities at
+    one tolerance, or ``None`` when AMICI is not set up."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tf = Path(tmp) / "theta.json"
+        tf.write_text(json.dumps({k: float(v) for k, v in theta.items()}))
+        res = run_amici(["petab", str(yaml_path), "--repeats", str(repeats), "--theta-file", str(tf),
+                         "--rtol", repr(rtol), "--atol", repr(rtol / 100)], amici_python, quiet=True)
+    if res is None:
+        return None
+    if list(res.get("estimated_parameter_ids", [])) != list(theta):
+        raise RuntimeError(f"AMICI's estimated parameters {res.get('estimated_parameter_ids')} are not "
+                           f"pbsens's {list(theta)} (gradient entries would not match)")
+    r = res["runs"].get("llh+grad forward", {})
+    g = (r.get("at_theta") or {}).get("gradient")
+    if r.get("status") != "ok" or g is None:
+        msg = r.get("error") or str((r.get("failures") or [{}])[0].get("status_text", r.get("status")))
+        return {k: (None, None, msg[:80]) for k in AMICI_CONFIGS}
+    g = np.asarray(g, dtype=float)
+    return {AMICI_CONFIGS[0]: (r["cpu_ms"] / 1e3, g, ""), AMICI_CONFIGS[1]: (r["process_cpu_ms"] / 1e3, g, "")}
 
 
 def gradient_error(g, g_ref):
@@ -117,11 +153,14 @@ def main(argv=None):
     ap.add_argument("--problems", nargs="+", default=PROBLEMS)
     ap.add_argument("--rtols", nargs="+", type=float, default=RTOLS)
     ap.add_argument("--plot-dir", default=str(ROOT / "docs" / "img"), help="'' for no plots")
+    add_amici_argument(ap)
     args = ap.parse_args(argv)
     import pbsens.petab as pbpetab
     print(f"load average {os.getloadavg()[0]:.2f}; {args.repeats} interleaved rounds per tolerance, CPU time")
-    lines = ["| problem | rtol | " + " | ".join(f"{c[0]}: ms, error" for c in CONFIGS) + " |",
-             "|---" * (2 + len(CONFIGS)) + "|"]
+    from amici_bridge import amici_python
+    labels = [c[0] for c in CONFIGS] + (list(AMICI_CONFIGS) if amici_python(args.amici_python) else [])
+    lines = ["| problem | rtol | " + " | ".join(f"{k}: ms, error" for k in labels) + " |",
+             "|---" * (2 + len(labels)) + "|"]
     for name in args.problems:
         problem = pbpetab.load(DATA / name / f"{name}.yaml")
         theta = problem.x_nominal + 0.1 * np.where(np.arange(problem.dim) % 2, 1.0, -1.0)
@@ -132,10 +171,15 @@ def main(argv=None):
         print(f"\n{name}: {problem.dim} estimated parameters; reference FS Rodas5P vs FS Radau (both rtol "
               f"1e-12): {gradient_error(g_chk, g_ref):.1e}", flush=True)
         rows = []
+        yaml_path = DATA / name / f"{name}.yaml"
         for rtol in args.rtols:
             res = measure(problem, theta, rtol, args.repeats)
+            am = amici_point(yaml_path, dict(zip(problem.parameter_ids, theta)), rtol, args.repeats,
+                             args.amici_python)
+            if am is not None:
+                res.update(am)
             cells = []
-            for label, _, _ in CONFIGS:
+            for label in labels:
                 cpu, g, msg = res[label]
                 err = gradient_error(g, g_ref) if g is not None else None
                 rows.append(dict(config=label, rtol=rtol, cpu=cpu, error=err, failed=msg))
