@@ -87,9 +87,12 @@ def amici_point(yaml_path, theta, rtol, repeats, amici_python):
         raise RuntimeError(f"AMICI's estimated parameters {res.get('estimated_parameter_ids')} are not "
                            f"pbsens's {list(theta)} (gradient entries would not match)")
     r = res["runs"].get("llh+grad forward", {})
-    g = (r.get("at_theta") or {}).get("gradient")
+    at = r.get("at_theta") or {}
+    g = at.get("gradient")
     if r.get("status") != "ok" or g is None:
-        msg = r.get("error") or str((r.get("failures") or [{}])[0].get("status_text", r.get("status")))
+        bad, where = (r, "at the nominal parameters") if r.get("status") != "ok" else (at, "at theta")
+        first = (bad.get("failures") or [{}])[0]
+        msg = bad.get("error") or f"{first.get('status_text', bad.get('status'))} {where}"
         return {k: (None, None, msg[:80]) for k in AMICI_CONFIGS}
     g = np.asarray(g, dtype=float)
     return {AMICI_CONFIGS[0]: (r["cpu_ms"] / 1e3, g, ""), AMICI_CONFIGS[1]: (r["process_cpu_ms"] / 1e3, g, "")}
