@@ -311,33 +311,33 @@ def problem_conditions(problem, theta=None, steady_state_tol=(1e-10, 1e-12)):
         yield name, times, p, x0, S0, has_stops
 
 
-def condition_estimates(problem, theta=None, method="exp2", solver="LSODA", rtol=1e-8, atol=1e-10):
+def condition_estimates(problem, theta=None, method="exp2", solver=None, rtol=None, atol=None):
     """``{condition: max_k error_estimate}`` of a PEtab problem's post-hoc sensitivities.
 
-    Per condition (:func:`problem_conditions`): the state solve and
-    :func:`pbsens.sensitivities` with ``estimate_error=True`` at the options
-    :meth:`Problem.evaluate` uses by default; the largest estimate over the
-    output times after ``t0``. A condition with breakpoints or events inside its span
-    is simulated segment by segment with the error carried across them
-    (:func:`pbsens.problems.simulate.simulate` with ``estimate_error=True``).
+    Per condition (:func:`problem_conditions`): the simulation :meth:`Problem.evaluate`
+    runs, with ``estimate_error=True`` (:func:`pbsens.problems.simulate.simulate`: a
+    condition with breakpoints or events inside its span is simulated segment by segment
+    with the error carried across them); the largest estimate over the output times after
+    ``t0``. ``solver``, ``rtol``, ``atol``: None takes ``Problem.evaluate``'s defaults
+    (the compiled Rodas5P, 1e-8, 1e-10), so that the estimate is of the computation
+    ``evaluate`` (and ``pbsens petab``) returns. One difference remains for exp2: with
+    ``estimate_error`` its march splits the solver's long steps into sub-steps instead of
+    the midpoint correction (METHOD.md section 14), so the estimate is that of the
+    sub-step march, which can be far less accurate than the corrected one ``evaluate``
+    returns (Perelson at the defaults: estimate 1.0e-4, the sub-step march's true largest
+    error 1.0e-4, the corrected march's 2.6e-6).
     """
+    from .problems.problem import _options
     from .problems.simulate import simulate
-    from .sensitivities import sensitivities
-    from .solve import solve_states
+    given = {k: v for k, v in (("solver", solver), ("rtol", rtol), ("atol", atol)) if v is not None}
+    opts = _options(method, True, given)
     out = {}
-    for name, times, p, x0, S0, has_stops in problem_conditions(problem, theta):
+    for name, times, p, x0, S0, _ in problem_conditions(problem, theta):
         if times[-1] <= 0:
             out[name] = None
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AccuracyWarning)
-            if has_stops:
-                sim = simulate(problem.model, times, p, x0=x0, S0=S0, method=method, solver=solver, rtol=rtol,
-                               atol=atol, estimate_error=True)
-                out[name] = float(np.max(sim.error_estimate[1:])) if times.size > 1 else 0.0
-                continue
-            tr = solve_states(problem.model, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, method=solver,
-                              rtol=rtol, atol=atol)
-            r = sensitivities(problem.model, tr, method=method, t_eval=times, S0=S0, estimate_error=True)
-        out[name] = float(np.max(r.error_estimate[1:])) if times.size > 1 else 0.0
+            sim = simulate(problem.model, times, p, x0=x0, S0=S0, method=method, estimate_error=True, **opts)
+        out[name] = float(np.max(sim.error_estimate[1:])) if times.size > 1 else 0.0
     return out

@@ -259,7 +259,23 @@ def test_condition_estimates_of_a_problem():
     the largest estimate at the Problem's own tolerances, within 10x of the true largest error."""
     from pbsens.error_estimate import condition_estimates
     problem, m, tr, ref, times, S0 = petab_case()
-    est = condition_estimates(problem, method="pbsr", rtol=1e-5, atol=1e-6)
+    est = condition_estimates(problem, method="pbsr", solver="LSODA", rtol=1e-5, atol=1e-6)
     assert list(est) == problem.conditions
     E = pbsens.relative_error(pbsens.sensitivities(m, tr, method="pbsr", t_eval=times, S0=S0), ref)[1:]
     assert 0.1 <= est[problem.conditions[0]] / E.max() <= 10, (est, E.max())
+
+
+def test_condition_estimates_default_to_what_evaluate_computes():
+    """Without solver options the estimate is of ``Problem.evaluate``'s own simulation (the
+    compiled Rodas5P at rtol 1e-8, atol 1e-10; it was LSODA's, whatever evaluate ran), and
+    within 10x of that simulation's true largest error."""
+    from pbsens.error_estimate import condition_estimates, problem_conditions
+    from pbsens.problems.simulate import simulate
+    problem, m, tr, ref, times, S0 = petab_case()
+    est = condition_estimates(problem, method="pbsr")
+    assert est == condition_estimates(problem, method="pbsr", solver="rodas5p", rtol=1e-8, atol=1e-10)
+    assert est != condition_estimates(problem, method="pbsr", solver="LSODA", rtol=1e-8, atol=1e-10)
+    (name, times, p, x0, S0, _), = list(problem_conditions(problem))
+    sim = simulate(m, times, p, x0=x0, S0=S0, method="pbsr", solver="rodas5p", rtol=1e-8, atol=1e-10)
+    E = pbsens.relative_error(sim, ref)[1:]
+    assert 0.1 <= est[name] / E.max() <= 10, (est[name], E.max())

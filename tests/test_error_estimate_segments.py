@@ -93,7 +93,7 @@ def test_condition_estimates_cover_breakpoint_conditions():
     problem, conds = brannmark()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AccuracyWarning)
-        est = condition_estimates(problem, method="exp2", rtol=1e-5, atol=1e-6)
+        est = condition_estimates(problem, method="exp2", solver="LSODA", rtol=1e-5, atol=1e-6)
     name = next(c for c in problem.conditions if c.endswith("TwoSteps"))
     times, p, x0, S0, _ = conds["TwoSteps"]
     from pbsens.problems.simulate import simulate
