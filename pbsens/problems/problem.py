@@ -91,12 +91,11 @@ class _LazyTable:
 #: (docs/PERFORMANCE.md): on Boehm, Fujita and Brannmark the llh is within 1e-4 of the reference values,
 #: 3-6x faster than LSODA.
 _DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
-#: Sub-steps of the march per Rodas5P step, per method (others, and exp2 since wave 9: the library's
-#: DEFAULT_SUBSTEPS, 4, with exp2's midpoint correction on the long intervals, METHOD.md section 14).
-#: exp2 on the solver's own grid (substeps=1) had a gradient error floor of 1e-3 (Boehm) and 3e-4
-#: (Fujita) at rtol 1e-8; with the correction 4.9e-7 and 4.2e-6 for 40 % more time, and Pareto-better
-#: at every rtol from 1e-3 to 1e-9 (benchmarks/work_precision_petab.py, docs/PERFORMANCE.md).
-_METHOD_SUBSTEPS = {}
+#: The march takes the library's options (DEFAULT_SUBSTEPS, 4, for Rodas5P; for exp2 the midpoint
+#: correction on the long intervals, METHOD.md section 14). Until wave 9 exp2 marched on the solver's
+#: own grid (substeps=1): a gradient error floor of 1e-3 (Boehm) and 3e-4 (Fujita) at rtol 1e-8; with
+#: the correction 4.9e-7 and 4.2e-6 for 40 % more time, and Pareto-better at every rtol from 1e-3 to
+#: 1e-9 (benchmarks/work_precision_petab.py, docs/PERFORMANCE.md).
 #: Default of ``method="fs"``: the compiled augmented Rodas5P solve (gradient error <= 1e-7 on the
 #: three problems; BDF took 10-20x longer).
 _FS_DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
@@ -108,8 +107,6 @@ def _options(method, sensitivities, solver_options):
     """The solver options of one evaluation: the defaults above, updated by the caller's."""
     fs = method == "fs"
     opts = dict(_FS_DEFAULTS if fs and sensitivities else _DEFAULTS)
-    if not fs and method in _METHOD_SUBSTEPS:
-        opts["substeps"] = _METHOD_SUBSTEPS[method]
     if "solver" not in solver_options and any(k in solver_options for k in _SCIPY_ONLY_OPTIONS):
         opts["solver"] = "BDF" if fs and sensitivities else "LSODA"
     opts.update(solver_options)
