@@ -228,10 +228,6 @@ def main(argv=None):
     print(f"Boehm: {args.n} x llh + gradient + FIM (exp2) per batch; {args.runs} run(s) of {args.repeats} "
           f"interleaved rounds after a warm-up round; {os.cpu_count()} CPUs, load average {_load()}")
     ref = [r.llh for r in pr.evaluate_many(thetas, n_workers=1)]
-    c0 = time.process_time()
-    for _ in range(3):
-        pr.evaluate_many(thetas, n_workers=1)
-    per_item = (time.process_time() - c0) / (3 * args.n)   # CPU seconds of one serial evaluation
 
     def check(res):
         assert [r.llh for r in res] == ref
@@ -250,6 +246,10 @@ def main(argv=None):
         modes[f"processes-{n}"] = (run, pids)
         nw[f"processes-{n}"] = n
     if args.ceiling:
+        c0 = time.process_time()
+        for _ in range(3):
+            pr.evaluate_many(thetas, n_workers=1)
+        per_item = (time.process_time() - c0) / (3 * args.n)   # CPU seconds of one serial evaluation
         for n in (1, 2):
             def spin(n=n):
                 parallel.map_tasks(_spin_item, per_item, thetas, n_workers=n, processes=True,
@@ -295,15 +295,13 @@ def main(argv=None):
                       for a, b in RATIOS if a in out and b in out}
             per_run.append(ratios)
             print("  speed-ups (wall, medians): " + "; ".join(f"{k} = {v:.2f}x" for k, v in ratios.items()))
-            if "ceiling-1 / ceiling-2" in ratios:
-                c = ratios["ceiling-1 / ceiling-2"]
-                print("  share of the control's ratio (speed-up / (ceiling-1 / ceiling-2)): " + "; ".join(
-                    f"{k} = {v / c:.0%}" for k, v in ratios.items() if k.endswith("-2") and "ceiling" not in k))
-            if "halves-1 / halves-2" in ratios:
-                h = ratios["halves-1 / halves-2"]
-                print("  share of the halves' ratio (the same work without scheduling): " + "; ".join(
-                    f"{k} = {v / h:.0%}" for k, v in ratios.items()
-                    if k.endswith("-2") and "ceiling" not in k and "halves" not in k))
+            for control, what in (("ceiling", "the control's ratio (speed-up / (ceiling-1 / ceiling-2))"),
+                                  ("halves", "the halves' ratio (the same work without scheduling)")):
+                c = ratios.get(f"{control}-1 / {control}-2")
+                if c is not None:
+                    print(f"  share of {what}: " + "; ".join(
+                        f"{k} = {v / c:.0%}" for k, v in ratios.items()
+                        if k.endswith("-2") and not k.startswith(("ceiling", control))))
             print("  from CPU seconds (wall on 2 dedicated cores = max(largest worker CPU, all CPU / 2); what "
                   "the other users of the machine change least): " + "; ".join(
                       f"{a} / {b} = {_dedicated(out[a][1], nw[a]) / _dedicated(out[b][1], nw[b]):.2f}x"

@@ -172,16 +172,14 @@ def table(rows):
     return "\n".join(lines)
 
 
-SPARSE_FROM = 60   # linalg="auto" takes the sparse march from this many states
-
-
 def exponent(rows, key="cold_build_cpu", per_step=False, n_min=0):
     """Least-squares slope of log(key) against log(n_states) over the networks.
 
     ``per_step``: divide by the number of grid intervals first (the cost of one step, apart
     from how many steps the state solver took on the larger networks). ``n_min``: only the
     networks with at least this many states (the sensitivity pass's exponents are fitted on
-    the sparse path alone, ``SPARSE_FROM``; below it the pass is the dense march)."""
+    the sparse path alone, ``pbsens.sparse_path.SPARSE_MIN_STATES``; below it the pass is
+    the dense march)."""
     pts = [(r["n_states"], r[key] / (r["grid"] - 1 if per_step else 1)) for r in rows
            if r["model"].startswith("net") and r.get(key) and r["n_states"] >= n_min]
     if len(pts) < 2:
@@ -239,15 +237,16 @@ def main(argv=None):
     k = exponent(rows)
     if k is not None:
         print(f"fitted exponent of cold build CPU time vs states (networks): {k:.2f}")
+    from pbsens.sparse_path import SPARSE_MIN_STATES
     ks = {}
     for key, what in (("sens_cpu", "all parameters"), ("sens_subset_cpu", f"{SUBSET} parameters")):
         for per_step in (False, True):
-            k_s = exponent(rows, key, per_step, n_min=SPARSE_FROM)
+            k_s = exponent(rows, key, per_step, n_min=SPARSE_MIN_STATES)
             if k_s is not None:
                 ks[f"exponent_{key}{'_per_step' if per_step else ''}"] = k_s
                 print(f"fitted exponent of the exp2 sensitivity pass (CPU), {what}"
                       f"{', per grid interval' if per_step else ''}, vs states (networks from "
-                      f"{SPARSE_FROM} states, the sparse path): {k_s:.2f}")
+                      f"{SPARSE_MIN_STATES} states, the sparse path): {k_s:.2f}")
     try:
         load = os.getloadavg()
     except OSError:
