@@ -592,14 +592,7 @@ def build_plan(problem, files, model, info):
                                    rows, row_k.astype(np.int64)))
 
     # ---- per-row parameter maps (placeholders filled from the measurement table)
-    row_fixed = np.empty((R, npar))
-    row_est = np.empty((R, npar), dtype=np.int64)
-    row_cond = np.empty(R, dtype=np.int64)
-    row_ph = np.zeros((R, npar), dtype=bool)     # the row's own placeholders
-    for ci, plan in enumerate(plans):
-        row_fixed[plan.rows] = plan.sim.fixed
-        row_est[plan.rows] = plan.sim.est
-        row_cond[plan.rows] = ci
+    ph_r, ph_j, ph_fixed, ph_est = [], [], [], []     # the rows' own placeholders, as triplets
     for r in range(R):
         row = meas_df.iloc[r]
         oid = row["observableId"]
@@ -621,9 +614,12 @@ def build_plan(problem, files, model, info):
                 res = resolve(v, _where(files, "measurement", r, col))
                 if res is None:
                     raise PetabError(f"{_where(files, 'measurement', r, col)}: NaN is not a valid override")
-                j = pindex[spec_name[nm]]
-                row_ph[r, j] = True
-                row_fixed[r, j], row_est[r, j] = (res[1], -1) if res[0] == "fixed" else (np.nan, res[1])
+                ph_r.append(r)
+                ph_j.append(pindex[spec_name[nm]])
+                ph_fixed.append(res[1] if res[0] == "fixed" else np.nan)
+                ph_est.append(-1 if res[0] == "fixed" else res[1])
+    placeholders = dict(row=np.array(ph_r, dtype=np.int64), param=np.array(ph_j, dtype=np.int64),
+                        fixed=np.array(ph_fixed, dtype=np.float64), est=np.array(ph_est, dtype=np.int64))
     out_y = np.array([info["out_index"][(o, "y")] for o in meas_df["observableId"]], dtype=np.int64)
     out_s = np.array([info["out_index"][(o, "sigma")] for o in meas_df["observableId"]], dtype=np.int64)
 
@@ -672,11 +668,34 @@ def build_plan(problem, files, model, info):
         pparams.append(vals)
     estimated = dict(ids=est_ids, scales=scales, lower=lower, upper=upper, nominal=nominal,
                      prior_types=ptypes, prior_params=pparams)
-    rows = dict(measurement=meas, trafo=trafo, dist=dist, fixed=row_fixed, est=row_est, cond=row_cond, ph=row_ph,
+    rows = dict(measurement=meas, trafo=trafo, dist=dist, placeholders=placeholders,
                 out_y=out_y, out_sigma=out_s, time=meas_df["time"].to_numpy(dtype=np.float64),
                 obs_row={o: i for i, o in enumerate(obs_df.index)},
                 observable=meas_df["observableId"].to_numpy())
+    rows.update(row_parameter_maps(plans, R, npar, placeholders))
     return estimated, plans, rows
+
+
+def row_parameter_maps(plans, n_rows, n_params, placeholders):
+    """Per measurement row: its condition's parameter map with the row's own placeholder
+    overrides (``placeholders``: arrays ``row``, ``param``, ``fixed``, ``est``).
+
+    Returns ``dict(fixed=(R, P) floats, est=(R, P) ints, cond=(R,) condition index of each
+    row, ph=(R, P) bools: the row's own placeholders)``.
+    """
+    row_fixed = np.empty((n_rows, n_params))
+    row_est = np.empty((n_rows, n_params), dtype=np.int64)
+    row_cond = np.empty(n_rows, dtype=np.int64)
+    row_ph = np.zeros((n_rows, n_params), dtype=bool)
+    for ci, plan in enumerate(plans):
+        row_fixed[plan.rows] = plan.sim.fixed
+        row_est[plan.rows] = plan.sim.est
+        row_cond[plan.rows] = ci
+    r, j = placeholders["row"], placeholders["param"]
+    row_ph[r, j] = True
+    row_fixed[r, j] = placeholders["fixed"]
+    row_est[r, j] = placeholders["est"]
+    return dict(fixed=row_fixed, est=row_est, cond=row_cond, ph=row_ph)
 
 
 def _is_empty(v):
