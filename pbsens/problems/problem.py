@@ -239,9 +239,13 @@ class Problem:
     priors : Priors
     """
 
-    def __init__(self, petab_problem, files, model, info, estimated, plans, rows):
-        self.petab_problem = petab_problem
+    def __init__(self, petab_problem, files, model, info, estimated, plans, rows, *, model_id=None,
+                 cache_key=None):
+        self._petab_problem = petab_problem
+        self._cache_key = cache_key       # set when built from the problem cache (petab_problem read lazily)
+        self.model_id = model_id if model_id is not None else petab_problem.model.model_id
         self.files = files
+        self._estimated = estimated
         self.model = model
         self._info = info
         self._plans = plans
@@ -274,6 +278,19 @@ class Problem:
         return cls(petab_problem, files, model, info, estimated, plans, rows)
 
     @property
+    def petab_problem(self):
+        """The ``petab.v1.Problem`` (read from the files on first use when this problem came
+        from the problem cache; :class:`PbsensError` if the files changed since)."""
+        if self._petab_problem is None:
+            from .petab import read_problem
+            from .problem_cache import problem_key
+            if problem_key(self.files["yaml"]) != self._cache_key:
+                raise PbsensError(f"the files of PEtab problem {self.files['yaml']!r} changed after it was "
+                                  "loaded; load it again (pbsens.petab.load)")
+            self._petab_problem, _ = read_problem(self.files["yaml"])
+        return self._petab_problem
+
+    @property
     def dim(self) -> int:
         return len(self.parameter_ids)
 
@@ -282,7 +299,7 @@ class Problem:
         return list(self.parameter_ids)
 
     def __repr__(self):
-        return (f"<pbsens Problem {self.petab_problem.model.model_id!r}: {self.dim} estimated parameters, "
+        return (f"<pbsens Problem {self.model_id!r}: {self.dim} estimated parameters, "
                 f"{len(self._plans)} conditions, {len(self._rows['measurement'])} measurements>")
 
     # ------------------------------------------------------------ evaluation
