@@ -21,6 +21,11 @@ process (the CPU time is robust to other load on a shared machine):
 * ``solve``: a state solve (LSODA, rtol 1e-6, atol 1e-9) over ``[0, t_end]`` (warm
   process only), and the number of right-hand side calls it made.
 
+For the PEtab problems also the whole user-facing load, ``import pbsens.petab;
+pbsens.petab.load(yaml)`` (tables, checks, linter, parameter maps, model) in a fresh process
+on an empty cache (cold) and then on the filled one (warm: the problem cache, without the
+petab library).
+
 Then :func:`time_sensitivity_pass` times one exp2 sensitivity pass (``linalg="auto"``:
 the sparse march from 60 states) on that trajectory's grid, in CPU seconds, for all
 parameters and for a fixed subset of ``SUBSET`` = 10 (the generated networks have ``2n``
@@ -118,6 +123,29 @@ print("BENCH " + json.dumps(out))
 """
 
 
+_LOAD_CHILD = r"""
+import json, sys, time, warnings
+w0 = time.perf_counter()
+import pbsens.petab
+warnings.simplefilter("ignore")
+problem = pbsens.petab.load(sys.argv[1])
+print("BENCH " + json.dumps({"wall": time.perf_counter() - w0, "hit": problem._cache_key is not None,
+                             "petab_imported": "petab" in sys.modules}))
+"""
+
+
+def _run_load(yaml, cache):
+    """A fresh process's ``import pbsens.petab; pbsens.petab.load(yaml)``: wall seconds, problem-cache hit."""
+    env = dict(os.environ, PBSENS_CACHE_DIR=cache, PYTHONWARNINGS="ignore")
+    env.pop("PBSENS_MODEL_BACKEND", None)
+    r = subprocess.run([sys.executable, "-c", _LOAD_CHILD, yaml], env=env, capture_output=True, text=True,
+                       cwd=ROOT)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("BENCH ")]
+    if r.returncode or not lines:
+        raise RuntimeError(f"{yaml}: {r.stderr[-3000:]}")
+    return json.loads(lines[-1][6:])
+
+
 def _run(name, backend, cache, solve):
     env = dict(os.environ, PBSENS_CACHE_DIR=cache, BENCH_ROOT=ROOT, PYTHONWARNINGS="ignore")
     env.pop("PBSENS_MODEL_BACKEND", None)
@@ -142,6 +170,15 @@ def measure(name, backend, repeats):
             warm.append(_run(name, backend, cache, solve=True))
     row = {"model": name, **{k: cold[0][k] for k in ("backend", "n_states", "n_params", "nnz_A", "nnz_B",
                                                      "tape_kB")}}
+    if name in PETAB_MODELS:     # the whole pbsens.petab.load, cold (empty cache) then warm, fresh processes
+        loads = {"cold": [], "warm": []}
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory(prefix="pbsens-bench-load-") as cache:
+                for tag in ("cold", "warm"):
+                    loads[tag].append(_run_load(PETAB_MODELS[name], cache))
+        for tag, runs in loads.items():
+            row[f"{tag}_load_wall"] = _median(runs, "wall")
+        row["warm_load_hit"] = all(r["hit"] and not r["petab_imported"] for r in loads["warm"])
     for tag, runs in (("cold", cold), ("warm", warm)):
         for k in ("read_wall", "read_cpu", "build_wall", "build_cpu", "process_wall"):
             row[f"{tag}_{k}"] = _median(runs, k)
@@ -169,6 +206,12 @@ def table(rows):
                      f"{_fmt(r['cold_process_wall'])} | {_fmt(r['warm_process_wall'])} | "
                      f"{_fmt(r.get('solve_cpu'))} | {_fmt(r.get('nfev'), '.0f')} | {_fmt(r.get('grid'), '.0f')} | "
                      f"{_fmt(r.get('sens_cpu'), '.3f')} | {_fmt(r.get('sens_subset_cpu'), '.3f')} |")
+    loads = [r for r in rows if r.get("warm_load_wall") is not None]
+    if loads:
+        lines += ["", "| problem | pbsens.petab.load, cold process s (wall) | warm process s (wall) | "
+                      "warm: from the problem cache, petab not imported |", "|---|---|---|---|"]
+        lines += [f"| {r['model']} | {_fmt(r['cold_load_wall'])} | {_fmt(r['warm_load_wall'])} | "
+                  f"{'yes' if r['warm_load_hit'] else 'no'} |" for r in loads]
     return "\n".join(lines)
 
 
