@@ -20,6 +20,8 @@ their MCSE per parameter. ``--metric`` is the SMMALA metric (default
 
     python -m benchmarks.bench_sampling --chains 4 --draws 2000 --burn-in 1000 --methods exp2 pbsr fs \
         --workers 2 [--metric fisher+cov] [--out DIR]
+
+Methods: any of ``pbsens.sample``'s, and ``exp2-grid`` (see ``VARIANTS``).
 """
 from __future__ import annotations
 
@@ -31,6 +33,12 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Methods that are a sensitivity method with options: ``exp2-grid`` is exp2 marched on the state solver's own
+#: grid (no sub-steps, no midpoint correction): about 1.4x cheaper than the default march, gradient error
+#: ~1e-3 on Boehm (docs/PERFORMANCE.md, PEtab work-precision). SMMALA stays exact with it (the
+#: Metropolis-Hastings correction uses the log-likelihood, which is the same state solve; the gradient and
+#: the metric only shape the proposal); what it changes is the proposal's efficiency.
+VARIANTS = {"exp2-grid": ("exp2", {"substeps": 1, "midpoint": False})}
 BOEHM = ROOT / "tests" / "data" / "petab" / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
 
 
@@ -77,10 +85,11 @@ def main(argv=None):
     for i, m in enumerate(args.methods):
         # a different root seed per method: chains of two methods with one seed would be coupled (nearly
         # the same draws), which makes the agreement of their means a weak check
-        offset = {"exp2": 0, "pbsr": 1, "fs": 2}.get(m, 3 + i)   # the same seeds whether methods run together or not
-        idata = pbsens.sample(problem, chains=args.chains, draws=args.draws, burn_in=args.burn_in, method=m,
+        offset = {"exp2": 0, "pbsr": 1, "fs": 2, "exp2-grid": 3}.get(m, 4 + i)   # the same seeds whether methods
+        base, options = VARIANTS.get(m, (m, None))                              # run together or not
+        idata = pbsens.sample(problem, chains=args.chains, draws=args.draws, burn_in=args.burn_in, method=base,
                               seed=args.seed + offset, client=args.scheduler, n_workers=args.workers, progress=True,
-                              metric=args.metric)
+                              metric=args.metric, solver_options=options)
         df = summary(idata)
         tables[m] = df
         att = idata.posterior.attrs
