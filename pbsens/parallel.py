@@ -112,10 +112,10 @@ def _build_problem(recipe):
     kind, path = recipe[0], recipe[1]
     if kind == "petab":
         from .problems import load
-        return load(path, lint=False)
+        return load(path, lint=False)      # from the problem cache when the files are unchanged
     if kind == "sbtab":
-        from .problems.sbtab_problem import load_sbtab
-        return load_sbtab(path)
+        from .problems import load
+        return load(path)                  # a folder: load_sbtab, through the problem cache
     raise PbsensError(f"unknown problem recipe {recipe!r}")
 
 

@@ -229,3 +229,20 @@ def test_a_hit_names_the_yaml_as_given_now(entries, tmp_path, monkeypatch):
     warm = pbpetab.load(rel)
     assert warm._cache_key is not None and warm.files["yaml"] == rel
     assert len(warm.petab_problem.measurement_df) == len(warm._rows["measurement"])
+
+
+def test_an_sbtab_folder_is_cached_too(entries, tmp_path):
+    src = Path(__file__).parent / "data" / "sbtab" / "uqsa_decay"
+    folder = tmp_path / "uqsa_decay"
+    shutil.copytree(src, folder)
+    ref = pbpetab.load(folder, cache=False)
+    pbpetab.load(folder)
+    warm = pbpetab.load(folder)
+    assert warm._cache_key is not None
+    assert warm.source == ref.source and warm.sbtab_info == ref.sbtab_info
+    theta = ref.x_nominal + 0.02
+    _same_evaluation(warm, ref, theta)
+    assert warm.petab_problem.measurement_df.equals(ref.petab_problem.measurement_df)
+    exp = folder / "decay_E1.tsv"
+    exp.write_text(exp.read_text() + "\n")          # any file of the folder is part of the key
+    assert pbpetab.load(folder)._cache_key is None

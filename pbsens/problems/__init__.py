@@ -26,19 +26,21 @@ def load(yaml_path, *, lint=True, cache=True) -> Problem:
     without the ``petab`` library; the result is the same problem).
     """
     import os
-    if os.path.isdir(os.fspath(yaml_path)):     # an SBtab folder (UQSA layout)
-        from .sbtab_problem import load_sbtab
-        return load_sbtab(yaml_path, lint=lint)
+
     from . import problem_cache
     if cache:
         hit = problem_cache.lookup(yaml_path, lint=lint)
         if hit is not None:
             return hit
-    from .petab import read_problem
     key = problem_cache.problem_key(yaml_path) if cache else None   # before reading: what is read is keyed
     with problem_cache.recording_warnings() as issued:
-        problem, files = read_problem(yaml_path)
-        loaded = Problem.from_petab(problem, lint=lint, files=files)
+        if os.path.isdir(os.fspath(yaml_path)):     # an SBtab folder (UQSA layout)
+            from .sbtab_problem import load_sbtab
+            loaded = load_sbtab(yaml_path, lint=lint)
+        else:
+            from .petab import read_problem
+            problem, files = read_problem(yaml_path)
+            loaded = Problem.from_petab(problem, lint=lint, files=files)
     if cache and problem_cache.problem_key(yaml_path) == key:      # unchanged while it was read
         problem_cache.store(key, loaded, linted=lint, issued=issued)
     return loaded

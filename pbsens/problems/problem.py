@@ -282,12 +282,17 @@ class Problem:
         """The ``petab.v1.Problem`` (read from the files on first use when this problem came
         from the problem cache; :class:`PbsensError` if the files changed since)."""
         if self._petab_problem is None:
-            from .petab import read_problem
             from .problem_cache import problem_key
-            if problem_key(self.files["yaml"]) != self._cache_key:
-                raise PbsensError(f"the files of PEtab problem {self.files['yaml']!r} changed after it was "
+            where = self.files.get("yaml") or self.files["sbtab"]
+            if problem_key(where) != self._cache_key:
+                raise PbsensError(f"the files of the estimation problem {where!r} changed after it was "
                                   "loaded; load it again (pbsens.petab.load)")
-            self._petab_problem, _ = read_problem(self.files["yaml"])
+            if "yaml" in self.files:
+                from .petab import read_problem
+                self._petab_problem, _ = read_problem(where)
+            else:
+                from .sbtab_problem import sbtab_to_petab
+                self._petab_problem, _ = sbtab_to_petab(where)
         return self._petab_problem
 
     @property

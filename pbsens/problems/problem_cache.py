@@ -4,7 +4,7 @@ Loading a PEtab problem costs far more than loading its compiled model: the ``pe
 library's import (1.5 s), its reading and linting of the tables, pbsens's checks and
 parameter maps and the SBML -> spec conversion (Lang_PLOSComputBiol2024: 3.5 s in all,
 against 0.3 s for the compiled model). All of it depends only on the files. After a
-successful :func:`pbsens.petab.load`, :func:`store` keeps what the
+successful :func:`pbsens.petab.load` (of a PEtab YAML file or an SBtab folder), :func:`store` keeps what the
 :class:`~pbsens.problems.Problem` is made of (the model spec, the estimated parameters,
 the condition plans, the per-row arrays, the warnings the load issued) in the
 ``problems/`` folder of the model cache (:func:`pbsens.model.cache.cache_dir`); the next
@@ -15,8 +15,8 @@ model cache, without importing ``petab``. The ``petab.v1.Problem`` is then read 
 An entry is two files, ``<key>.json`` (the structure, with a header line holding the key and
 the SHA-256 of the rest and of the arrays file) and ``<key>.npz`` (the arrays, read with
 ``allow_pickle=False``): data only, nothing in it runs code; a damaged or foreign entry is a
-miss. The key is the SHA-256 of the YAML file's path and bytes, the bytes of every file it
-names, pbsens's source files and the versions of petab, pandas and python-libsbml: an edited
+miss. The key is the SHA-256 of the YAML file's path and bytes and the bytes of every file it
+names (of an SBtab folder, UQSA layout: its path and every file in it), pbsens's source files and the versions of petab, pandas and python-libsbml: an edited
 table, another pbsens or another petab is a miss. An entry made without the linter serves
 ``lint=False`` loads only. At most :data:`MAX_ENTRIES` entries are kept (least recently used
 go first); ``pbsens cache clear`` removes them with the models. ``PBSENS_PROBLEM_CACHE=0``
@@ -96,9 +96,19 @@ def _named_files(cfg) -> list:
     return names
 
 
+def _hash_file(h, name, path, limit):
+    """Add ``name`` and the SHA-256 of the file's bytes to ``h``; False if it is larger than ``limit``."""
+    if os.path.getsize(path) > limit:
+        return False
+    with open(path, "rb") as fh:
+        h.update(name.encode() + b"\0" + hashlib.sha256(fh.read()).digest())
+    return True
+
+
 def problem_key(yaml_path) -> str | None:
-    """The entry key of a PEtab YAML file (see the module docstring), or None when a file
-    cannot be read or is larger than the table limit (then the full load reports it)."""
+    """The entry key of a PEtab YAML file or an SBtab folder (every regular file in it), see
+    the module docstring; None when a file cannot be read or is larger than the table limit
+    (then the full load reports it)."""
     import yaml
 
     from .petab import MAX_TABLE_BYTES
@@ -106,6 +116,16 @@ def problem_key(yaml_path) -> str | None:
     h = hashlib.sha256()
     h.update(f"pbsens-problem-{FORMAT};".encode())
     h.update(_code_and_versions())
+    if os.path.isdir(path):                                      # an SBtab folder
+        try:
+            h.update(b"sbtab\0" + path.encode() + b"\0")
+            for name in sorted(os.listdir(path)):
+                f = os.path.join(path, name)
+                if os.path.isfile(f) and not _hash_file(h, name, f, MAX_TABLE_BYTES):
+                    return None
+        except OSError:
+            return None
+        return h.hexdigest()
     try:
         if os.path.getsize(path) > MAX_TABLE_BYTES:
             return None
@@ -117,11 +137,8 @@ def problem_key(yaml_path) -> str | None:
         h.update(path.encode() + b"\0" + hashlib.sha256(raw).digest())
         base = os.path.dirname(path)
         for name in _named_files(cfg):
-            f = os.path.join(base, name)
-            if os.path.getsize(f) > MAX_TABLE_BYTES:
+            if not _hash_file(h, name, os.path.join(base, name), MAX_TABLE_BYTES):
                 return None
-            with open(f, "rb") as fh:
-                h.update(name.encode() + b"\0" + hashlib.sha256(fh.read()).digest())
     except (OSError, ValueError, yaml.YAMLError):
         return None
     return h.hexdigest()
@@ -216,6 +233,8 @@ def store(key, problem, *, linted, issued=()) -> bool:
             "plans": _encode(list(problem._plans), arrays),
             "rows": _encode(rows, arrays),
             "model_id": problem.model_id,
+            "extra": _encode({k: getattr(problem, k) for k in ("source", "sbtab_info") if hasattr(problem, k)},
+                             arrays),
             "linted": bool(linted),
             "warnings": [[str(c), str(m)] for c, m in issued],
         }
@@ -265,7 +284,8 @@ def _read(key):
         with np.load(io.BytesIO(buf), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         out = {k: (body[k] if k in ("spec", "model_id", "linted", "warnings") else _decode(body[k], arrays))
-               for k in ("spec", "files", "info", "estimated", "plans", "rows", "model_id", "linted", "warnings")}
+               for k in ("spec", "files", "info", "estimated", "plans", "rows", "model_id", "linted", "warnings",
+                         "extra")}
     except (ValueError, KeyError, TypeError, OSError):
         return None
     with contextlib.suppress(OSError):
@@ -330,14 +350,18 @@ def lookup(yaml_path, *, lint=True):
     except ModelError:
         return None
     rows, files = entry["rows"], entry["files"]
-    files["yaml"] = os.fspath(yaml_path)       # as given now (the first load may have used another cwd)
+    if "yaml" in files:
+        files["yaml"] = os.fspath(yaml_path)   # as given now (the first load may have used another cwd)
     model = model_from_spec(spec)
     rows.update(row_parameter_maps(entry["plans"], rows["measurement"].size, model.n_params,
                                    rows["placeholders"]))
     for category, message in entry["warnings"]:
         warnings.warn(message, _category(category), stacklevel=3)
-    return Problem(None, files, model, entry["info"], entry["estimated"], entry["plans"], rows,
-                   model_id=entry["model_id"], cache_key=key)
+    problem = Problem(None, files, model, entry["info"], entry["estimated"], entry["plans"], rows,
+                      model_id=entry["model_id"], cache_key=key)
+    for k, v in entry["extra"].items():     # an SBtab problem's source and sbtab_info
+        setattr(problem, k, v)
+    return problem
 
 
 def _category(name):
