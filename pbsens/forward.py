@@ -282,7 +282,8 @@ def _solve_rodas5p(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobi
     One compiled call (:func:`pbsens.kernels.rosenbrock.rodas5p_solve_sensitivities`):
     one ``nx x nx`` LU of ``I/(h gamma) - A`` per step, block forward
     substitution per stage, error control on ``x`` and ``S``; ``t_eval`` from
-    the dense output (a second compiled call). ``options``: ``first_step``,
+    the dense output, interpolated as the steps go (the step buffers are emptied when full, so
+    memory does not grow with the number of steps). ``options``: ``first_step``,
     ``max_step``, ``max_steps`` (default 100 000), ``tstops``.
     """
     import math
@@ -308,23 +309,29 @@ def _solve_rodas5p(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobi
     fn_addr, autonomous = _rodas_addresses(model)
     counts = np.zeros(6, dtype=np.int64)
     info = np.zeros(3)
-    status, T, Z, Dn = k.rodas5p_solve_sensitivities(
+    if t_eval is not None:     # only the outputs: memory bounded by the buffer, not by the number of steps
+        capacity = int(min(256, max(8, _OUTPUT_BUFFER_DOUBLES // (4 * z0.size))))
+        status, Z = k.rodas5p_sensitivities_at(
+            fn_addr, float(t0), np.ascontiguousarray(z0), p, model.constants, idx, np.full(z0.size, float(rtol)),
+            np.ascontiguousarray(atol, dtype=np.float64), stops, h0, hmax, int(max_steps), autonomous, capacity,
+            counts, info, np.ascontiguousarray(t_eval, dtype=np.float64))
+        T = t_eval
+    else:
+        status, T, Z, Dn = k.rodas5p_solve_sensitivities(
         fn_addr, float(t0), np.ascontiguousarray(z0), p, model.constants, idx, np.full(z0.size, float(rtol)),
-        np.ascontiguousarray(atol, dtype=np.float64), stops, h0, hmax, int(max_steps), autonomous, 256, counts, info)
+            np.ascontiguousarray(atol, dtype=np.float64), stops, h0, hmax, int(max_steps), autonomous, 256, counts,
+            info)
     if status != k.STATUS_OK:
         err = _fail(model, status, info[0], info[1], info[2] != 0.0, counts, max_steps)
         raise SolverError(str(err).replace("state solve", "forward sensitivities", 1))
     stats = {"nfev": int(counts[k.N_RHS]), "njev": int(counts[k.N_JAC]), "nlu": int(counts[k.N_LU]),
              "n_solves": int(counts[k.N_SOLVE]), "n_steps": int(counts[k.N_ACCEPTED]),
              "n_rejected": int(counts[k.N_REJECTED])}
-    if t_eval is None:
-        return T, Z, stats
-    t_all = np.empty(T.size + t_eval.size)
-    z_all = np.empty((T.size + t_eval.size, z0.size))
-    where = np.empty(t_eval.size, dtype=np.int64)
-    k.merge_outputs(T, Z, Dn, t_eval, t_all, z_all, where)
-    return t_eval, z_all[where], stats
+    return T, Z, stats
 
+
+#: Doubles the compiled Rodas5P's step buffers may hold when only output times are wanted (32 MB).
+_OUTPUT_BUFFER_DOUBLES = 4_000_000
 
 #: Method -> solver of the augmented system, ``f(model, p, idx, t_span, z0, t_eval, rtol, atol,
 #: method, jacobian, options) -> (t, Z, stats)`` with ``Z[:, :nx] = x`` and the columns of ``S``

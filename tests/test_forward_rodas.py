@@ -166,3 +166,35 @@ def test_failures_raise_solver_error(tmp_path, chua):
         forward_sensitivities(m, (0, 2), method="rodas5p")
     with pytest.raises(pbsens.SolverError, match="max_steps"):
         forward_sensitivities(chua, (0, 10), method="rodas5p", max_steps=3)
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 7, 4096])
+def test_outputs_as_the_steps_go_equal_the_merged_full_solve(pka, capacity):
+    """rodas5p_sensitivities_at (buffers emptied when full) takes the same steps and gives, to the
+    bit, the states the full solve's merge_outputs gives at the output times: grid points hit
+    exactly, points inside steps, and the end."""
+    from pbsens.forward import _rodas_addresses
+    from pbsens.kernels import rosenbrock as k
+    m = pka
+    idx = np.array([3, 20], dtype=np.int64)
+    p = m.p
+    z0 = np.concatenate([m.x0, np.zeros(m.n_states * idx.size)])
+    rtol = np.full(z0.size, 1e-7)
+    atol = np.full(z0.size, 1e-9)
+    stops = np.array([200.0, 600.0])
+    addr, auto = _rodas_addresses(m)
+    c1, i1 = np.zeros(6, dtype=np.int64), np.zeros(3)
+    st, T, Z, Dn = k.rodas5p_solve_sensitivities(addr, 0.0, z0, p, m.constants, idx, rtol, atol, stops, 0.0,
+                                                 np.inf, 100_000, auto, 256, c1, i1)
+    assert st == k.STATUS_OK and T.size > 20
+    te = np.unique(np.concatenate([[0.0], T[5:8], np.linspace(1.0, 599.0, 37), [200.0, 600.0]]))
+    t_all = np.empty(T.size + te.size)
+    z_all = np.empty((T.size + te.size, z0.size))
+    where = np.empty(te.size, dtype=np.int64)
+    k.merge_outputs(T, Z, Dn, te, t_all, z_all, where)
+    c2, i2 = np.zeros(6, dtype=np.int64), np.zeros(3)
+    st2, out = k.rodas5p_sensitivities_at(addr, 0.0, z0, p, m.constants, idx, rtol, atol, stops, 0.0, np.inf,
+                                          100_000, auto, capacity, c2, i2, te)
+    assert st2 == k.STATUS_OK
+    np.testing.assert_array_equal(c1, c2)
+    np.testing.assert_array_equal(out, z_all[where])

@@ -70,9 +70,11 @@ from .augmented import system_rhs as _system_rhs
 from .checks import all_finite as _finite
 from .function_address import jacs_fn_at, matrix_fn_at, vector_fn_at
 from .lu import lu_factor
+from .dense_output import dense_eval, merge_outputs, outputs_upto
 from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
 
 __all__ = ["GAMMA", "A", "C", "C_NODES", "D", "H", "rodas5p_solve", "rodas5p_solve_sensitivities", "rodas5p_step", "dense_eval", "merge_outputs",
+           "rodas5p_sensitivities_at",
            "STATUS_OK", "STATUS_STEP_TOO_SMALL", "STATUS_NOT_FINITE", "STATUS_MAX_STEPS",
            "STATUS_SINGULAR"]
 
@@ -594,76 +596,51 @@ def rodas5p_step(fn_addr, t, x, p, c, h, autonomous, x_new, err, Dk):
     return True
 
 
-@njit(types.void(f8, vec, vec, mat, vec), cache=True, _nrt=False)
-def _interp(theta, x0, x1, Dk, out):
-    """Dense output of one step at ``theta`` in [0, 1] (exact ``x0``, ``x1`` at the ends)."""
-    th1 = 1.0 - theta
-    e1, e2, e3 = Dk[0], Dk[1], Dk[2]
-    for i in range(out.shape[0]):
-        out[i] = th1 * x0[i] + theta * (x1[i] + th1 * (e1[i] + theta * (e2[i] + theta * e3[i])))
+@njit(types.Tuple((i8, mat))(ivec, f8, vec, vec, vec, ivec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec, vec),
+      cache=True)
+def rodas5p_sensitivities_at(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, first_step, max_step, max_steps,
+                             autonomous, capacity, counts, info, te):
+    """:func:`rodas5p_solve_sensitivities` returning only the augmented states at the output
+    times ``te`` (strictly increasing in ``[t0, stops[-1]]``): ``(status, Z_at_te)``.
 
-
-@njit(types.void(vec, mat, tens, vec, mat), cache=True, _nrt=False, error_model="numpy")
-def dense_eval(T, X, Dn, tq, out):
-    """States at times ``tq`` (any order) from the dense output: ``out[q] = x(tq[q])``.
-
-    ``tq`` must lie in ``[T[0], T[-1]]`` (the caller checks); at grid points the
-    stored states are returned exactly.
+    The same steps, to the bit; but the buffers hold at most ``capacity`` steps: when they
+    are full, the output times they cover are interpolated and only the last point is kept.
+    Memory is ``O(capacity nx (ns+1))`` instead of ``O(steps nx (ns+1))`` (a long span with
+    many sensitivity columns ran out of memory the other way).
     """
-    K = T.shape[0]
-    for q in range(tq.shape[0]):
-        v = tq[q]
-        lo = 0
-        hi = K - 1          # find k with T[k] <= v < T[k + 1] (k = K - 2 at the end)
-        while hi - lo > 1:
-            mid = (lo + hi) >> 1
-            if T[mid] <= v:
-                lo = mid
-            else:
-                hi = mid
-        if v == T[lo]:
-            for i in range(out.shape[1]):
-                out[q, i] = X[lo, i]
-            continue
-        theta = (v - T[lo]) / (T[lo + 1] - T[lo])
-        _interp(theta, X[lo], X[lo + 1], Dn[lo], out[q])
-
-
-@njit(i8(vec, mat, tens, vec, vec, mat, ivec), cache=True, _nrt=False, error_model="numpy")
-def merge_outputs(T, X, Dn, te, t_out, x_out, eval_index):
-    """Merge output times ``te`` into the grid ``T`` exactly; states there from the dense output.
-
-    ``te`` strictly increasing inside ``[T[0], T[-1]]``. Fills ``t_out``,
-    ``x_out`` (room for ``len(T) + len(te)`` rows) and ``eval_index``
-    (``t_out[eval_index] == te``); returns the merged length.
-    """
-    N = T.shape[0]
-    M = te.shape[0]
-    i = 0
-    j = 0
+    rhs = vector_fn_at(fn_addr[0], fn_addr[1])
+    jac = matrix_fn_at(fn_addr[2], fn_addr[3])
+    jacs = jacs_fn_at(fn_addr[4], fn_addr[5])
+    nz = z0.shape[0]
+    nx = nz // (idx.shape[0] + 1)
+    WA, WB = np.empty((2, nx, nx)), np.empty((2, nx, p.shape[0]))
+    cap = max(capacity, 1)
+    T = np.empty(cap + 1)
+    Z = np.empty((cap + 1, nz))
+    Dn = np.empty((cap, 3, nz))
+    Hf = np.empty(cap)
+    out = np.empty((te.shape[0], nz))
+    T[0] = t0
+    for i in range(nz):
+        Z[0, i] = z0[i]
+    for k in range(counts.shape[0]):
+        counts[k] = 0
+    for k in range(info.shape[0]):
+        info[k] = 0.0
+    ist = np.zeros(5, dtype=np.int64)
+    fst = np.zeros(3)
+    fst[_F_H] = first_step
+    W, J, piv, K, u, f0, dT, g = _workspace(nz, nx)
     k = 0
-    while i < N or j < M:
-        if j >= M or (i < N and T[i] < te[j]):
-            t_out[k] = T[i]
-            for r in range(X.shape[1]):
-                x_out[k, r] = X[i, r]
-            i += 1
-        elif i < N and T[i] == te[j]:
-            t_out[k] = T[i]
-            for r in range(X.shape[1]):
-                x_out[k, r] = X[i, r]
-            eval_index[j] = k
-            i += 1
-            j += 1
-        else:
-            v = te[j]
-            s = i - 1 if i > 0 else 0
-            if s > N - 2:
-                s = N - 2
-            t_out[k] = v
-            theta = (v - T[s]) / (T[s + 1] - T[s])
-            _interp(theta, X[s], X[s + 1], Dn[s], x_out[k])
-            eval_index[j] = k
-            j += 1
-        k += 1
-    return k
+    while True:
+        status = _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
+                       T, Z, Dn, Hf, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g)
+        n = ist[_I_N]
+        k = outputs_upto(T, Z, Dn, n, te, k, out)
+        if status != _STATUS_FULL:
+            break
+        T[0] = T[n]                      # keep the last point: the loop resumes from it
+        for i in range(nz):
+            Z[0, i] = Z[n, i]
+        ist[_I_N] = 0
+    return status, out
