@@ -8,7 +8,9 @@ parameter sets, dense against sparse, and its error against tight forward sensit
 The problem's parameter table has estimated log-scale parameters with nominal value 0; they are
 fixed (not estimated) here, which leaves the model and its nominal parameter vector unchanged.
 
-Grids: ``lsoda``: LSODA's grid (rtol, atol) with the output times merged; ``rodas5p``: the
+Grids: ``march``: the one-call pipeline ``sensitivities(t_span=..., solver="rodas5p")`` (the
+library's march: the exp2 midpoint correction on long steps; timed with the state solve);
+``lsoda``: LSODA's grid (rtol, atol) with the output times merged; ``rodas5p``: the
 compiled Rodas5P's accepted steps with the output times merged (``substeps=1``); ``outputs``:
 the 600 output times only, states from Rodas5P's dense output. Parameters: ``all`` (722 model
 parameters) or ``estimated`` (the PEtab problem's estimated ones that are model parameters,
@@ -42,7 +44,8 @@ def _reference(m, times, p, x0, S0, cols, rtol, path):
             return d["S"]
     t0 = time.perf_counter()
     r = pbsens.forward_sensitivities(m, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, S0=S0[:, cols],
-                                     method="rodas5p", rtol=rtol, atol=rtol * 1e-2, params=cols)
+                                     method="rodas5p", rtol=rtol, atol=rtol * 1e-2, params=cols,
+                                     max_steps=2_000_000)
     print(f"forward sensitivities (Rodas5P, rtol {rtol:g}) on {len(cols)} parameters: "
           f"{time.perf_counter() - t0:.1f} s", flush=True)
     if path:
@@ -85,6 +88,8 @@ def main(argv=None):
         S_ref = _reference(m, times, p, x0, S0, cols, a.fs_rtol, a.reference)
     grids = {}
     for g in a.grid.split(","):
+        if g == "march":
+            continue
         t0 = time.perf_counter()
         if g == "lsoda":
             tr = pbsens.solve_states(m, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, rtol=a.rtol, atol=a.atol)
@@ -99,6 +104,25 @@ def main(argv=None):
                 tt, xx = tt[keep], xx[keep]
         grids[g] = (tt, xx)
         print(f"grid {g}: {tt.size} points, state solve {time.perf_counter() - t0:.2f} s", flush=True)
+    if "march" in a.grid.split(","):
+        # the one-call pipeline: compiled Rodas5P and the library's march (exp2: the midpoint correction on
+        # the solver's long steps; METHOD.md section 14), the output times as t_eval
+        for ps in a.params.split(","):
+            sel = None if ps == "all" else estimated
+            kw = dict(t_span=(0.0, float(times[-1])), solver="rodas5p", rtol=a.rtol, atol=a.atol, method="exp2",
+                      p=p, x0=x0, S0=S0, params=sel)
+            pbsens.sensitivities(m, t_eval=times[:3], **dict(kw, t_span=(0.0, float(times[2]))))
+            t0 = time.perf_counter()
+            r = pbsens.sensitivities(m, t_eval=times, **kw)
+            dt = time.perf_counter() - t0
+            extra = ""
+            if S_ref is not None:
+                idx = [r.param_names.index(m.param_names[j]) for j in cols]
+                D = r.S[:, :, idx] - S_ref
+                E = np.sqrt((D ** 2).sum(axis=(1, 2)) / np.maximum((S_ref ** 2).sum(axis=(1, 2)), 1e-300))
+                extra = f"; E vs FS on {len(cols)} columns: median {np.median(E[1:]):.2e}, max {E[1:].max():.2e}"
+            print(f"exp2, the library's march on Rodas5P (rtol {a.rtol:g}), params {ps} ({r.S.shape[2]}): "
+                  f"{dt:.2f} s (states included){extra}; load {os.getloadavg()[0]:.1f}", flush=True)
     for g, (tt, xx) in grids.items():
         te = tt[np.isin(tt, times)]
         for ps in a.params.split(","):
