@@ -295,6 +295,10 @@ class Problem:
                 self._petab_problem, _ = sbtab_to_petab(where)
         return self._petab_problem
 
+    @petab_problem.setter
+    def petab_problem(self, value):
+        self._petab_problem = value
+
     @property
     def dim(self) -> int:
         return len(self.parameter_ids)
