@@ -31,8 +31,12 @@ NORM_CODES = {"1": NORM_1, "inf": NORM_INF, "fro": NORM_FRO}
 #: ``ell``); ``exp_phi1_into`` and ``exp_phi12_into`` all 7 (0-3: ``Z .. Z^4``
 #: for Paterson-Stockmeyer, 4: the Taylor sum, 5-6: Horner temporaries; then
 #: 5-6 (phi1) or 4-6 (phi12), contiguous, as the ``n x 2n`` or ``n x 3n``
-#: partner of the output in the doublings).
-NWS = 7
+#: partner of the output in the doublings); 7-8 the phi kernels' deflation of isolated
+#: fast states (:mod:`pbsens.kernels.phi_deflate`: the deflated matrix, and vectors in the
+#: rows of 8). The kernels need 7 (:data:`NWS_MIN`); with 7 they do not deflate.
+NWS = 9
+#: Slices the kernels cannot do without.
+NWS_MIN = 7
 
 _U = 2.0 ** -53  # unit roundoff of IEEE double precision
 
@@ -253,7 +257,7 @@ def workspace(n):
     Returns
     -------
     ndarray, shape (NWS, n, n), float64, C-contiguous
-        ``NWS = 7`` slices (per-kernel usage documented at ``NWS``). One
+        ``NWS = 9`` slices (per-kernel usage documented at ``NWS``). One
         workspace serves any sequence of calls to ``expm_into``,
         ``exp_phi1_into`` and ``exp_phi12_into`` (not concurrent ones); its
         contents on entry do not matter.
@@ -263,7 +267,7 @@ def workspace(n):
 
 @njit(types.void(tens, i8), cache=True, _nrt=False)
 def _check_ws(ws, n):
-    if ws.shape[0] < NWS or ws.shape[1] != n or ws.shape[2] != n:
+    if ws.shape[0] < NWS_MIN or ws.shape[1] != n or ws.shape[2] != n:
         raise ValueError("workspace has the wrong shape: use workspace(n)")
 
 

@@ -12,6 +12,7 @@ from numba import njit, types
 from .blas import gemm_into
 from .dense import (_add_cols_into, _check_ws, _double_f12_into, _fill, _scale, _set_cols_scaled,
                     copy_into, i8, matmul_into, norm1_rowwise, rvec)
+from .phi_deflate import deflate_finish, deflate_prepare
 from .signatures import f8, mat, tens, vec
 
 # --------------------------------------------------------------------------
@@ -275,7 +276,7 @@ def _identity_plus_product_into(Z, P, out):
 
 
 @njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
-def exp_phi1_into(A, h, EF, ws):
+def _exp_phi1_plain_into(A, h, EF, ws):
     """``EF = [E | F]`` with ``E = exp(hA)``, ``F = integral_0^h exp(sA) ds = h phi1(hA)``.
 
     These are the two matrices of the exponential step (3.10),
@@ -330,7 +331,7 @@ def exp_phi1_into(A, h, EF, ws):
 
 
 @njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
-def exp_phi12_into(A, h, EFF, ws):
+def _exp_phi12_plain_into(A, h, EFF, ws):
     """``EFF = [E | F1 | F2]``: ``exp(hA)``, ``h phi1(hA)`` and ``h^2 phi2(hA)``.
 
     ``F2 = integral_0^h exp((h - s)A) s ds`` weights the linear part of ``B``
@@ -403,7 +404,7 @@ def _double_f123_into(nxt, cur, t):
 
 
 @njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
-def exp_phi123_into(A, h, EF3, ws):
+def _exp_phi123_plain_into(A, h, EF3, ws):
     """``EF3 = [E | F1 | F2 | F3]``: as :func:`exp_phi12_into`, and
     ``F3 = integral_0^h exp((h - s)A) s^2/2 ds = h^3 phi3(hA)`` (the weight of a quadratic
     forcing; the exp2 midpoint correction, :mod:`pbsens.kernels.midpoint`).
@@ -443,3 +444,44 @@ def exp_phi123_into(A, h, EF3, ws):
         t *= 2.0
     if s % 2 == 1:
         copy_into(cur, EF3)
+
+
+# --------------------------------------------------------------------------
+# the public kernels: isolated fast states deflated first where there are any
+# --------------------------------------------------------------------------
+
+@njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
+def exp_phi1_into(A, h, EF, ws):
+    """``EF = [E | F]``, ``E = exp(hA)``, ``F = h phi1(hA)`` (see :func:`_exp_phi1_plain_into`);
+    isolated fast states of ``A`` are deflated first (:mod:`pbsens.kernels.phi_deflate`) when
+    the workspace has the slices for it."""
+    k = deflate_prepare(A, h, ws)
+    if k == 0:
+        _exp_phi1_plain_into(A, h, EF, ws)
+    else:
+        _exp_phi1_plain_into(ws[7], h, EF, ws)
+        deflate_finish(EF, h, ws, k, 2)
+
+
+@njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
+def exp_phi12_into(A, h, EFF, ws):
+    """``EFF = [E | F1 | F2]``: ``exp(hA)``, ``h phi1(hA)``, ``h^2 phi2(hA)`` (see
+    :func:`_exp_phi12_plain_into`); isolated fast states deflated first, as :func:`exp_phi1_into`."""
+    k = deflate_prepare(A, h, ws)
+    if k == 0:
+        _exp_phi12_plain_into(A, h, EFF, ws)
+    else:
+        _exp_phi12_plain_into(ws[7], h, EFF, ws)
+        deflate_finish(EFF, h, ws, k, 3)
+
+
+@njit(types.void(mat, f8, mat, tens), cache=True, _nrt=False)
+def exp_phi123_into(A, h, EF3, ws):
+    """``EF3 = [E | F1 | F2 | F3]`` (see :func:`_exp_phi123_plain_into`); isolated fast states
+    deflated first, as :func:`exp_phi1_into`."""
+    k = deflate_prepare(A, h, ws)
+    if k == 0:
+        _exp_phi123_plain_into(A, h, EF3, ws)
+    else:
+        _exp_phi123_plain_into(ws[7], h, EF3, ws)
+        deflate_finish(EF3, h, ws, k, 4)
