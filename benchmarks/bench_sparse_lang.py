@@ -3,7 +3,7 @@ parameter sets, dense against sparse, and its error against tight forward sensit
 
     python -m benchmarks.bench_sparse_lang [PETAB_YAML] [--rtol 1e-5] [--atol 1e-6] [--points K]
         [--grid lsoda,rodas5p,outputs] [--params all,estimated] [--linalg sparse,dense]
-        [--reference FILE.npz] [--fs-params 16] [--fs-rtol 1e-9]
+        [--reference FILE.npz] [--fs-params 16] [--fs-rtol 1e-9] [--kernel K]
 
 The problem's parameter table has estimated log-scale parameters with nominal value 0; they are
 fixed (not estimated) here, which leaves the model and its nominal parameter vector unchanged.
@@ -53,6 +53,41 @@ def _reference(m, times, p, x0, S0, cols, rtol, path):
     return r.S
 
 
+def _kernel_timing(m, times, p, x0, a):
+    """``exp_phi12_into`` (deflating the isolated fast states) against the plain scaling and squaring,
+    on Lang's Jacobians at ``a.kernel`` points of Rodas5P's grid with that grid's step there."""
+    from pbsens.kernels import phi
+    from pbsens.kernels import phi_deflate
+    from pbsens.kernels.dense import workspace
+    tr = pbsens.solve_states(m, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, method="rodas5p",
+                             rtol=a.rtol, atol=a.atol)
+    n = m.n_states
+    ws, out, ref = workspace(n), np.empty((n, 3 * n)), np.empty((n, 3 * n))
+    picks = np.linspace(1, tr.t.size - 2, a.kernel).astype(int)
+    rows = []
+    for k in picks:
+        A = np.ascontiguousarray(m.jac_x(tr.t[k], tr.x[k], p))
+        h = float(tr.t[k + 1] - tr.t[k])
+        nd = phi_deflate.deflate_prepare(A, h, workspace(n))
+        td, tp = [], []
+        for _ in range(15):
+            t0 = time.process_time()
+            phi.exp_phi12_into(A, h, out, ws)
+            t1 = time.process_time()
+            phi._exp_phi12_plain_into(A, h, ref, ws)
+            tp.append(time.process_time() - t1)
+            td.append(t1 - t0)
+        diff = max(np.linalg.norm(out[:, b * n:(b + 1) * n] - ref[:, b * n:(b + 1) * n])
+                   / np.linalg.norm(out[:, b * n:(b + 1) * n]) for b in range(3))
+        rows.append((np.median(td), np.median(tp)))
+        print(f"t = {tr.t[k]:.6g}, h = {h:.3g}: {nd} fast state(s) deflated; {np.median(td) * 1e3:.2f} ms against "
+              f"{np.median(tp) * 1e3:.2f} ms plain ({np.median(tp) / np.median(td):.2f}x); relative difference "
+              f"{diff:.1e}", flush=True)
+    d, q = np.array(rows).T
+    print(f"median over the points: {np.median(d) * 1e3:.2f} ms against {np.median(q) * 1e3:.2f} ms "
+          f"({np.median(q / d):.2f}x); load {os.getloadavg()[0]:.1f}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("yaml", nargs="?", default=DEFAULT)
@@ -65,6 +100,9 @@ def main(argv=None):
     ap.add_argument("--reference", default="")
     ap.add_argument("--fs-params", type=int, default=16)
     ap.add_argument("--fs-rtol", type=float, default=1e-9)
+    ap.add_argument("--kernel", type=int, default=0, metavar="K",
+                    help="only time exp_phi12_into with and without the fast-state deflation at K points of "
+                         "Rodas5P's grid (interleaved, medians of 15), and their difference")
     a = ap.parse_args(argv)
     warnings.simplefilter("ignore", RuntimeWarning)
     problem, files = read_problem(a.yaml)
@@ -78,6 +116,9 @@ def main(argv=None):
     estimated = [j for j, nm in enumerate(m.param_names) if nm in est_names]
     print(f"{m.name}: condition {name}, n = {m.n_states}, np = {m.n_params} ({len(estimated)} estimated), "
           f"{times.size} output times; load {os.getloadavg()[0]:.1f}", flush=True)
+    if a.kernel:
+        _kernel_timing(m, times, p, x0, a)
+        return
     cols = None
     S_ref = None
     if a.reference:

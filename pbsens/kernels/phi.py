@@ -2,7 +2,9 @@
 
 ``phi1(Z) = sum_k Z^k/(k+1)!``, ``phi2(Z) = sum_k Z^k/(k+2)!`` of ``Z = hA / 2^s``
 (Paterson-Stockmeyer), the scaling undone with exact doubling identities; see
-:mod:`pbsens.kernels.linalg` for the overview and references.
+:mod:`pbsens.kernels.linalg` for the overview and references. The public kernels first
+deflate isolated fast states of ``A`` (:mod:`pbsens.kernels.phi_deflate`, METHOD.md section
+15); the ``_plain`` ones are scaling and squaring alone.
 """
 import math
 
