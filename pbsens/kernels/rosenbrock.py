@@ -440,14 +440,11 @@ def _workspace(nx, nx_model):
             np.empty((S, nx)), np.empty(nx), np.empty(nx), np.zeros(nx), np.empty(nx))
 
 
-@njit(types.Tuple((i8, vec, mat, tens, vec))(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, i8, f8, vec, vec, vec,
-                                             vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
-      cache=True)
-def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops, first_step, max_step, max_steps,
-         autonomous, capacity, counts, info):
-    """Allocate the workspaces, run :func:`_loop`, grow the buffers when full; shared by both solves."""
+@njit(cache=True)
+def _start(t0, x0, cap, first_step, counts, info):
+    """Step buffers for ``cap`` steps with the first point ``(t0, x0)``, the counters zeroed, and
+    the loop's resume state ``ist``, ``fst`` (first step ``first_step``; 0: chosen)."""
     nx = x0.shape[0]
-    cap = max(capacity, 1)
     T = np.empty(cap + 1)
     X = np.empty((cap + 1, nx))
     Dn = np.empty((cap, 3, nx))
@@ -462,6 +459,18 @@ def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops,
     ist = np.zeros(5, dtype=np.int64)
     fst = np.zeros(3)
     fst[_F_H] = first_step
+    return T, X, Dn, Hf, ist, fst
+
+
+@njit(types.Tuple((i8, vec, mat, tens, vec))(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, i8, f8, vec, vec, vec,
+                                             vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
+      cache=True)
+def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops, first_step, max_step, max_steps,
+         autonomous, capacity, counts, info):
+    """Allocate the workspaces, run :func:`_loop`, grow the buffers when full; shared by both solves."""
+    nx = x0.shape[0]
+    cap = max(capacity, 1)
+    T, X, Dn, Hf, ist, fst = _start(t0, x0, cap, first_step, counts, info)
     W, J, piv, K, u, f0, dT, g = _workspace(nx, nx_model)
     while True:
         status = _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
@@ -614,22 +623,8 @@ def rodas5p_sensitivities_at(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, firs
     nz = z0.shape[0]
     nx = nz // (idx.shape[0] + 1)
     WA, WB = np.empty((2, nx, nx)), np.empty((2, nx, p.shape[0]))
-    cap = max(capacity, 1)
-    T = np.empty(cap + 1)
-    Z = np.empty((cap + 1, nz))
-    Dn = np.empty((cap, 3, nz))
-    Hf = np.empty(cap)
+    T, Z, Dn, Hf, ist, fst = _start(t0, z0, max(capacity, 1), first_step, counts, info)
     out = np.empty((te.shape[0], nz))
-    T[0] = t0
-    for i in range(nz):
-        Z[0, i] = z0[i]
-    for k in range(counts.shape[0]):
-        counts[k] = 0
-    for k in range(info.shape[0]):
-        info[k] = 0.0
-    ist = np.zeros(5, dtype=np.int64)
-    fst = np.zeros(3)
-    fst[_F_H] = first_step
     W, J, piv, K, u, f0, dT, g = _workspace(nz, nx)
     k = 0
     while True:
