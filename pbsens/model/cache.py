@@ -47,8 +47,8 @@ import time
 import warnings
 
 __all__ = ["CacheWarning", "cache_dir", "cache_info", "cache_clear", "entry_path", "entry_lock",
-           "read_entry", "write_entry", "discard_entry", "purge_artifacts", "enforce_size_bound",
-           "MODULE_PREFIX", "format_cache_info"]
+           "read_entry", "write_entry", "write_atomic", "discard_entry", "purge_artifacts",
+           "enforce_size_bound", "MODULE_PREFIX", "format_cache_info"]
 
 try:  # POSIX
     import fcntl
@@ -176,15 +176,13 @@ def _header(key: str, body: bytes, meta: dict) -> bytes:
     return (_HEADER + json.dumps(head, sort_keys=True) + "\n").encode("utf-8")
 
 
-def write_entry(directory: str, key: str, source: str, **meta) -> str:
-    """Write the entry's module atomically (temporary file + rename), with its header."""
-    body = source.encode("utf-8")
-    path = entry_path(directory, key)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{MODULE_PREFIX}{key}-", suffix=".tmp")
+def write_atomic(path: str, data: bytes, prefix: str) -> None:
+    """Write ``data`` to ``path`` through a temporary file (``.<prefix>...tmp`` in the same
+    directory) renamed into place: a reader sees the old file or the whole new one."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{prefix}", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(_header(key, body, meta))
-            fh.write(body)
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -192,6 +190,13 @@ def write_entry(directory: str, key: str, source: str, **meta) -> str:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
+
+
+def write_entry(directory: str, key: str, source: str, **meta) -> str:
+    """Write the entry's module atomically (temporary file + rename), with its header."""
+    body = source.encode("utf-8")
+    path = entry_path(directory, key)
+    write_atomic(path, _header(key, body, meta) + body, f"{MODULE_PREFIX}{key}-")
     return path
 
 

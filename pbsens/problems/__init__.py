@@ -28,11 +28,12 @@ def load(yaml_path, *, lint=True, cache=True) -> Problem:
     import os
 
     from . import problem_cache
-    if cache:
-        hit = problem_cache.lookup(yaml_path, lint=lint)
+    use_cache = cache and problem_cache.enabled()
+    key = problem_cache.problem_key(yaml_path) if use_cache else None   # before reading: what is read is keyed
+    if key is not None:
+        hit = problem_cache.lookup(yaml_path, lint=lint, key=key)
         if hit is not None:
             return hit
-    key = problem_cache.problem_key(yaml_path) if cache else None   # before reading: what is read is keyed
     with problem_cache.recording_warnings() as issued:
         if os.path.isdir(os.fspath(yaml_path)):     # an SBtab folder (UQSA layout)
             from .sbtab_problem import load_sbtab
@@ -41,6 +42,6 @@ def load(yaml_path, *, lint=True, cache=True) -> Problem:
             from .petab import read_problem
             problem, files = read_problem(yaml_path)
             loaded = Problem.from_petab(problem, lint=lint, files=files)
-    if cache and problem_cache.problem_key(yaml_path) == key:      # unchanged while it was read
+    if key is not None and problem_cache.problem_key(yaml_path) == key:      # unchanged while it was read
         problem_cache.store(key, loaded, linted=lint, issued=issued)
     return loaded

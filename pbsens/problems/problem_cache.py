@@ -12,10 +12,10 @@ load of the same files (:func:`lookup`) rebuilds the problem from it and its mod
 model cache, without importing ``petab``. The ``petab.v1.Problem`` is then read only when
 :attr:`Problem.petab_problem <pbsens.problems.Problem.petab_problem>` is first used.
 
-An entry is two files, ``<key>.json`` (the structure, with a header line holding the key and
-the SHA-256 of the rest and of the arrays file) and ``<key>.npz`` (the arrays, read with
-``allow_pickle=False``): data only, nothing in it runs code; a damaged or foreign entry is a
-miss. The key is the SHA-256 of the YAML file's path and bytes and the bytes of every file it
+An entry is one file, ``<key>.entry``, written atomically: a header line (the key, the
+SHA-256 of the rest and the length of the JSON part), the structure as JSON, and the arrays as
+an ``.npz`` archive (read with ``allow_pickle=False``): data only, nothing in it runs code; a
+damaged or foreign entry is a miss. The key is the SHA-256 of the YAML file's path and bytes and the bytes of every file it
 names (of an SBtab folder, UQSA layout: its path and every file in it), pbsens's source files and the versions of petab, pandas and python-libsbml: an edited
 table, another pbsens or another petab is a miss. An entry made without the linter serves
 ``lint=False`` loads only. At most :data:`MAX_ENTRIES` entries are kept (least recently used
@@ -30,11 +30,14 @@ import functools
 import glob
 import hashlib
 import json
+import io
 import os
-import tempfile
 import warnings
 
 import numpy as np
+
+from ..model.cache import write_atomic
+from .petab import MAX_TABLE_BYTES, ConditionPlan, ParameterMap
 
 __all__ = ["MAX_ENTRIES", "FORMAT", "problem_key", "lookup", "store", "entries_dir", "count", "clear",
            "recording_warnings"]
@@ -111,7 +114,6 @@ def problem_key(yaml_path) -> str | None:
     (then the full load reports it)."""
     import yaml
 
-    from .petab import MAX_TABLE_BYTES
     path = os.path.abspath(os.fspath(yaml_path))
     h = hashlib.sha256()
     h.update(f"pbsens-problem-{FORMAT};".encode())
@@ -146,7 +148,6 @@ def problem_key(yaml_path) -> str | None:
 
 # ------------------------------------------------------------------ encoding
 def _encode(v, arrays):
-    from .petab import ConditionPlan, ParameterMap
     if isinstance(v, np.ndarray):
         name = f"a{len(arrays)}"
         if v.dtype == object:
@@ -179,7 +180,6 @@ def _encode(v, arrays):
 
 
 def _decode(v, arrays):
-    from .petab import ConditionPlan, ParameterMap
     if isinstance(v, list):
         return [_decode(x, arrays) for x in v]
     if not isinstance(v, dict):
@@ -198,21 +198,11 @@ def _decode(v, arrays):
 
 
 # ------------------------------------------------------------------ entries
-def _paths(key):
-    d = entries_dir()
-    return os.path.join(d, key + ".json"), os.path.join(d, key + ".npz")
+_SUFFIX = ".entry"
 
 
-def _write_atomic(path, data: bytes):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".pbsens_problem-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
+def _path(key):
+    return os.path.join(entries_dir(), key + _SUFFIX)
 
 
 def store(key, problem, *, linted, issued=()) -> bool:
@@ -241,47 +231,38 @@ def store(key, problem, *, linted, issued=()) -> bool:
         text = json.dumps(body, allow_nan=True).encode()
     except (_Unstorable, TypeError, ValueError):
         return False
-    jpath, npath = _paths(key)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    rest = text + buf.getvalue()
+    head = dict(key=key, sha256=hashlib.sha256(rest).hexdigest(), json_bytes=len(text))
+    path = _path(key)
     try:
-        os.makedirs(os.path.dirname(jpath), exist_ok=True)
-        buf = _npz_bytes(arrays)
-        head = dict(key=key, sha256=hashlib.sha256(text).hexdigest(), npz_sha256=hashlib.sha256(buf).hexdigest())
-        _write_atomic(npath, buf)
-        _write_atomic(jpath, (_HEADER + json.dumps(head, sort_keys=True) + "\n").encode() + text)
-        _bound(os.path.dirname(jpath))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomic(path, (_HEADER + json.dumps(head, sort_keys=True) + "\n").encode() + rest, "pbsens_problem-")
+        _bound(os.path.dirname(path))
     except OSError:
         return False
     return True
 
 
-def _npz_bytes(arrays) -> bytes:
-    import io
-    b = io.BytesIO()
-    np.savez(b, **arrays)
-    return b.getvalue()
-
-
 def _read(key):
     """The entry's decoded body, or None (missing, damaged, foreign)."""
-    import io
-    jpath, npath = _paths(key)
+    path = _path(key)
     try:
-        with open(jpath, "rb") as fh:
+        with open(path, "rb") as fh:
             data = fh.read()
-        with open(npath, "rb") as fh:
-            buf = fh.read()
     except OSError:
         return None
-    first, sep, text = data.partition(b"\n")
+    first, sep, rest = data.partition(b"\n")
     if not sep or not first.startswith(_HEADER.encode()):
         return None
     try:
         head = json.loads(first[len(_HEADER):].decode())
-        if (head.get("key") != key or head.get("sha256") != hashlib.sha256(text).hexdigest()
-                or head.get("npz_sha256") != hashlib.sha256(buf).hexdigest()):
+        if head.get("key") != key or head.get("sha256") != hashlib.sha256(rest).hexdigest():
             return None
-        body = json.loads(text.decode())
-        with np.load(io.BytesIO(buf), allow_pickle=False) as z:
+        n = int(head["json_bytes"])
+        body = json.loads(rest[:n].decode())
+        with np.load(io.BytesIO(rest[n:]), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         out = {k: (body[k] if k in ("spec", "model_id", "linted", "warnings") else _decode(body[k], arrays))
                for k in ("spec", "files", "info", "estimated", "plans", "rows", "model_id", "linted", "warnings",
@@ -289,16 +270,18 @@ def _read(key):
     except (ValueError, KeyError, TypeError, OSError):
         return None
     with contextlib.suppress(OSError):
-        os.utime(jpath)                 # last use, for the bound on the number of entries
+        os.utime(path)                  # last use, for the bound on the number of entries
     return out
 
 
+def _entries(directory):
+    return glob.glob(os.path.join(glob.escape(directory), "*" + _SUFFIX))
+
+
 def _bound(directory):
-    entries = sorted(glob.glob(os.path.join(glob.escape(directory), "*.json")), key=_mtime, reverse=True)
-    for path in entries[MAX_ENTRIES:]:
-        for p in (path, path[:-len(".json")] + ".npz"):
-            with contextlib.suppress(OSError):
-                os.remove(p)
+    for path in sorted(_entries(directory), key=_mtime, reverse=True)[MAX_ENTRIES:]:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 def _mtime(path):
@@ -310,11 +293,11 @@ def _mtime(path):
 
 def count() -> int:
     """Number of entries."""
-    return len(glob.glob(os.path.join(glob.escape(entries_dir()), "*.json")))
+    return len(_entries(entries_dir()))
 
 
 def clear() -> tuple:
-    """Remove every entry; ``(entries removed, bytes freed)``."""
+    """Remove every entry (and temporary files a writer left); ``(entries removed, bytes freed)``."""
     d = entries_dir()
     n = freed = 0
     for path in glob.glob(os.path.join(glob.escape(d), "*")) + glob.glob(os.path.join(glob.escape(d), ".*.tmp")):
@@ -322,19 +305,19 @@ def clear() -> tuple:
             size = os.stat(path).st_size
             os.remove(path)
             freed += size
-            n += path.endswith(".json")
+            n += path.endswith(_SUFFIX)
     return n, freed
 
 
-def lookup(yaml_path, *, lint=True):
+def lookup(yaml_path, *, lint=True, key=None):
     """The :class:`~pbsens.problems.Problem` of ``yaml_path`` from the cache, or None on a miss.
 
-    A hit re-issues the warnings of the original load and compiles (loads) the model
-    through the model cache.
+    ``key``: its :func:`problem_key`, if the caller has it. A hit re-issues the warnings of
+    the original load and compiles (loads) the model through the model cache.
     """
     if not enabled():
         return None
-    key = problem_key(yaml_path)
+    key = problem_key(yaml_path) if key is None else key
     if key is None:
         return None
     entry = _read(key)
