@@ -276,6 +276,10 @@ def _rodas_addresses(model):
     return hit[1], hit[2]
 
 
+#: Doubles the compiled Rodas5P's step buffers may hold when only output times are wanted (32 MB).
+_OUTPUT_BUFFER_DOUBLES = 4_000_000
+
+
 def _solve_rodas5p(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobian, options):
     """The augmented system on pbsens's compiled Rodas5P -> ``(t, Z, stats)``; an entry of :data:`_AUGMENTED_SOLVERS`.
 
@@ -309,18 +313,15 @@ def _solve_rodas5p(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobi
     fn_addr, autonomous = _rodas_addresses(model)
     counts = np.zeros(6, dtype=np.int64)
     info = np.zeros(3)
+    args = (fn_addr, float(t0), np.ascontiguousarray(z0), p, model.constants, idx, np.full(z0.size, float(rtol)),
+            np.ascontiguousarray(atol, dtype=np.float64), stops, h0, hmax, int(max_steps), autonomous)
     if t_eval is not None:     # only the outputs: memory bounded by the buffer, not by the number of steps
         capacity = int(min(256, max(8, _OUTPUT_BUFFER_DOUBLES // (4 * z0.size))))
-        status, Z = k.rodas5p_sensitivities_at(
-            fn_addr, float(t0), np.ascontiguousarray(z0), p, model.constants, idx, np.full(z0.size, float(rtol)),
-            np.ascontiguousarray(atol, dtype=np.float64), stops, h0, hmax, int(max_steps), autonomous, capacity,
-            counts, info, np.ascontiguousarray(t_eval, dtype=np.float64))
         T = t_eval
+        status, Z = k.rodas5p_sensitivities_at(*args, capacity, counts, info,
+                                               np.ascontiguousarray(t_eval, dtype=np.float64))
     else:
-        status, T, Z, Dn = k.rodas5p_solve_sensitivities(
-        fn_addr, float(t0), np.ascontiguousarray(z0), p, model.constants, idx, np.full(z0.size, float(rtol)),
-            np.ascontiguousarray(atol, dtype=np.float64), stops, h0, hmax, int(max_steps), autonomous, 256, counts,
-            info)
+        status, T, Z, _ = k.rodas5p_solve_sensitivities(*args, 256, counts, info)
     if status != k.STATUS_OK:
         err = _fail(model, status, info[0], info[1], info[2] != 0.0, counts, max_steps)
         raise SolverError(str(err).replace("state solve", "forward sensitivities", 1))
@@ -329,9 +330,6 @@ def _solve_rodas5p(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobi
              "n_rejected": int(counts[k.N_REJECTED])}
     return T, Z, stats
 
-
-#: Doubles the compiled Rodas5P's step buffers may hold when only output times are wanted (32 MB).
-_OUTPUT_BUFFER_DOUBLES = 4_000_000
 
 #: Method -> solver of the augmented system, ``f(model, p, idx, t_span, z0, t_eval, rtol, atol,
 #: method, jacobian, options) -> (t, Z, stats)`` with ``Z[:, :nx] = x`` and the columns of ``S``

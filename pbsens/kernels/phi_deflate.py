@@ -145,35 +145,9 @@ def _rest_norm(M, p):
 
 
 @njit(inline="always")
-def _reflect_both(M, u, beta, t1, t2):
-    """``M = H M H`` with ``H = I - beta u u^T``."""
-    n = M.shape[0]
-    for j in range(n):                # t1 = u^T M
-        t1[j] = 0.0
-    for i in range(n):
-        ui = u[i]
-        if ui != 0.0:
-            for j in range(n):
-                t1[j] += ui * M[i, j]
-    for i in range(n):
-        bu = beta * u[i]
-        if bu != 0.0:
-            for j in range(n):
-                M[i, j] -= bu * t1[j]
-    for i in range(n):                # t2 = M u
-        s = 0.0
-        for j in range(n):
-            s += M[i, j] * u[j]
-        t2[i] = s
-    for i in range(n):
-        bt = beta * t2[i]
-        for j in range(n):
-            M[i, j] -= bt * u[j]
-
-
-@njit(inline="always")
 def _reflect_block(F, c0, u, beta, t1, t2):
-    """``F[:, c0:c0+n] = H F[:, c0:c0+n] H``."""
+    """``F[:, c0:c0+n] = H F[:, c0:c0+n] H`` with ``H = I - beta u u^T`` (``c0 = 0`` on an
+    ``n x n`` matrix: ``F = H F H``)."""
     n = u.shape[0]
     for j in range(n):
         t1[j] = 0.0
@@ -279,7 +253,7 @@ def deflate_prepare(A, h, ws):
         for i in range(n):
             uu += u[i] * u[i]
         beta = 2.0 / uu
-        _reflect_both(M, u, beta, t1, t2)
+        _reflect_block(M, 0, u, beta, t1, t2)
         # column p must be lambda e_p to rounding
         scale = abs(lam)
         for i in range(n):
@@ -372,7 +346,7 @@ def deflate_finish(out, h, ws, k, blocks):
         for j in range(n):
             M[p, j] = w[j]
         M[p, p] = lam
-        _reflect_both(M, u, beta, t1, t2)
+        _reflect_block(M, 0, u, beta, t1, t2)
     for b in range(blocks):
         c0 = b * n
         for i in range(n):
