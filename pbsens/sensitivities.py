@@ -271,10 +271,13 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         ``method="exp2"`` on a Trajectory with dense output: the intervals that
         ``substeps`` would split are marched in one exp2 step with the midpoint
         correction instead (one more Jacobian evaluation, at the midpoint's state from the
-        dense output; METHOD.md section 14), not in sub-steps. Default (None): True
-        when ``DEFAULT_MIDPOINT`` (measured: docs/PERFORMANCE.md) and neither
-        ``estimate_error``, ``sens_rtol``, ``state_error="resolve"`` nor the sparse path
-        is used (those keep the sub-steps); False: sub-steps.
+        dense output; METHOD.md section 14), not in sub-steps. On the sparse path
+        (``linalg``) the intervals that take the action of the exponential (short or mildly
+        stiff ones) are two exp2 half steps through that midpoint, extrapolated with the
+        whole step, instead. Default (None):
+        True when ``DEFAULT_MIDPOINT`` (measured: docs/PERFORMANCE.md) and neither
+        ``estimate_error``, ``sens_rtol`` nor ``state_error="resolve"`` is used (those keep
+        the sub-steps); False: sub-steps.
 
     Returns
     -------
@@ -357,7 +360,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         if substeps is None:
             substeps = DEFAULT_SUBSTEPS.get(trajectory.method, 1) if trajectory.sol is not None else 1
         use_mid = (method == "exp2" and substeps != 1 and trajectory.sol is not None and sens_rtol is None
-                   and not estimate_error and state_error != "resolve" and not use_sparse
+                   and not estimate_error and state_error != "resolve"
                    and (DEFAULT_MIDPOINT if midpoint is None else midpoint))
         if substeps != 1 and not use_mid:
             t0 = time.perf_counter()
@@ -463,7 +466,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         if use_sparse:
             S_run = np.ascontiguousarray(S.copy())
             S_out = np.empty((n_out, nx, np_))
-            status = sparse_path.runner(model)(tg, xg, p, S_run, oi, S_out, branch, n_int, code, cols=sel)
+            status = sparse_path.runner(model)(tg, xg, p, S_run, oi, S_out, branch, n_int, code, cols=sel, mid=mid)
             if status >= 0:
                 raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
                                   f"[{tg[status]:.6g}, {tg[status + 1]:.6g}] (method {method!r}, linalg 'sparse'); "

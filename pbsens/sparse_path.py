@@ -66,10 +66,13 @@ class SparseRunner:
         else:
             self._jxd = _Compiled(self.sj.jxd, vector_fn_sig)
             self._jpd = _Compiled(self.sj.jpd, vector_fn_sig)
-        self.stats = np.zeros(3, dtype=np.int64)
+        self.stats = np.zeros(4, dtype=np.int64)
 
-    def __call__(self, t, x, p, S, out_index, S_out, branch, n_int, method_code, cols=None):
+    def __call__(self, t, x, p, S, out_index, S_out, branch, n_int, method_code, cols=None, mid=None):
         """March; returns the kernel's status (``-1``, or ``k >= 0``: not finite after interval k).
+
+        ``mid``: ``(X_mid, mid_index)`` of :func:`pbsens.solvers.refine.midpoint_plan` (exp2: the
+        midpoint on the long intervals), or None.
 
         ``cols``: the model parameter indices of ``S``'s columns (default all). Only the
         *active* ones are marched: a column whose ``B`` column has no structural non-zero
@@ -82,6 +85,9 @@ class SparseRunner:
         nx = self.model.n_states
         cols = np.arange(self.model.n_params, dtype=np.int64) if cols is None else np.asarray(cols, np.int64)
         S_in = S.copy()
+        if mid is None:
+            mid = (np.empty((0, nx)), np.full(max(t.size - 1, 0), -1, dtype=np.int64))
+        X_mid, mid_index = np.ascontiguousarray(mid[0], dtype=np.float64), np.ascontiguousarray(mid[1], np.int64)
         nonzero_start = np.any(S_in != 0.0, axis=0)
         for _ in range(_MAX_EXTEND + 1):
             sj = self.sj
@@ -96,7 +102,7 @@ class SparseRunner:
             S_out_run = np.empty((S_out.shape[0], nx, active.size))
             status = sparse_march(self._jacs, self._jxd, self._jpd, 1 if sj.gather else 0, t, x, p, c, S_run,
                                   out_index, method_code, sj.Ap, sj.Ai, sj.Bp, sj.Bi, S_out_run, branch, n_int,
-                                  self.stats, DENSE_STEP_MAX_STATES, Rp, Ri, Rsel)
+                                  self.stats, DENSE_STEP_MAX_STATES, Rp, Ri, Rsel, X_mid, mid_index)
             if status > -2:
                 if active.size == cols.size:
                     S_out[...] = S_out_run

@@ -23,6 +23,11 @@ matrices, about ``(7 + 3 s_d) nx^3 + 3 nx^2 np`` with ``s_d`` doublings. The act
 grows like ``h ||A||`` (a polynomial method), the dense step's like ``log(h ||A||)``: on
 long stiff intervals the dense step wins even when ``A`` is sparse.
 
+exp2 intervals marked in ``mid_index`` (long solver gaps, :func:`pbsens.solvers.refine.midpoint_plan`)
+take one more Jacobian evaluation, at the gap's midpoint, and are corrected: the dense step with
+the midpoint correction of :mod:`pbsens.kernels.midpoint` (its three products with ``D`` on the
+CSR pattern), the action step as two half steps extrapolated with the whole step.
+
 Work arrays are allocated once per call, nothing per step.
 """
 import numpy as np
@@ -31,6 +36,8 @@ from numba import njit, types
 import math
 
 from . import expmv, linalg, steps
+from .midpoint import exp2_correct_sparse_into
+from .phi import exp_phi123_into
 from .codes import BRANCH_EXP, BRANCH_EXP2, METHOD_EXP2
 from .march import _njit_quiet
 from .signatures import f8, i8vec, ivec, jacs_fn, mat, tens, vec, vector_fn
@@ -109,13 +116,35 @@ def _compact(full, sel, out):
         out[q] = full[sel[q]]
 
 
+@njit(i8(ivec, ivec, vec, vec, vec, ivec, ivec, vec, vec, vec, f8, i8, mat, mat, mat, mat, mat, vec),
+      cache=True, _nrt=False)
+def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, np_, Sa, Se, T, T2, TT, dwork):
+    """One exp2 step of the action branch from ``(Aa, Ba, Sa)`` to ``(Ae, Be)`` over ``h`` into ``Se``
+    (``Abar``, ``Dd``: work). Returns the Taylor terms summed; ``Se`` is NaN where no plan exists."""
+    for q in range(Abar.shape[0]):
+        Abar[q] = 0.5 * (Aa[q] + Ae[q])
+    for q in range(Dd.shape[0]):
+        Dd[q] = Be[q] - Ba[q]
+    mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Abar, Rp, Ri, Ba, Dd, True, h, np_, TT, dwork)
+    if s == 0:
+        for i in range(Se.shape[0]):
+            for j in range(Se.shape[1]):
+                Se[i, j] = np.nan
+        return 0
+    terms, s = expmv.expmv_apply(Ap, Ai, Abar, Rp, Ri, Ba, Dd, True, h, mu, gsc, m, s, Sa, Se, T, T2)
+    return terms
+
+
 @njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
          tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat,
-         ivec, ivec, ivec, mat),
+         ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat),
       cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
           stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n,
-          Rp, Ri, Rsel, Bf):
+          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM):
+    # with mid_index[k] >= 0 (exp2) the interval gets the midpoint correction (METHOD.md section 14):
+    # Ad[2], Bf[2], Bd[2] hold A, B at its midpoint X_mid[mid_index[k]]; SS[4] is the state between
+    # the two half steps of the action branch, RM the correction's two (nx, np) work arrays
     # B is evaluated on its full pattern (Bp, Bi) into Bf and compacted to the columns marched
     # (pattern Rp, Ri; Rsel: positions in Bf), which is all that the steps below see
     K = t.shape[0]
@@ -154,6 +183,14 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
         else:
             Ause = A0
             branch[k] = BRANCH_EXP
+        mid = second and mid_index[k] >= 0
+        if mid:
+            tm = 0.5 * (t[k] + t[k + 1])
+            if not _eval(jacs, jxd, jpd, gather, tm, X_mid[mid_index[k]], p, c, Ap, Ai, Bp, Bi, Ad[2], Bf[2],
+                         Adense, Bdense):
+                return -3 - k
+            _compact(Bf[2], Rsel, Bd[2])
+            stats[3] += 1
         mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_, TT, dwork)
         use_dense = False
         if dense_max >= nx and s > 0:
@@ -175,7 +212,18 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 for j in range(np_):
                     SBd[i, j] = Sk[i, j]
             _scatter(Rp, Ri, B0, SBd[nx:])
-            if second:
+            if mid:
+                _scatter(Rp, Ri, B1, B1n)
+                _scatter(Rp, Ri, Bd[2], Bmn)
+                exp_phi123_into(Adn, h, EF3, ws)
+                for i in range(nx):
+                    for j in range(3 * nx):
+                        EFF[i, j] = EF3[i, j]
+                steps.exp2_prepare_inplace(EFF, h)
+                steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
+                exp2_correct_sparse_into(EFF, EF3, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn, Sk, Sk1,
+                                         CQ, RM[:nx], RM[nx:])
+            elif second:
                 _scatter(Rp, Ri, B1, B1n)
                 linalg.exp_phi12_into(Adn, h, EFF, ws)
                 steps.exp2_prepare_inplace(EFF, h)
@@ -184,6 +232,18 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 linalg.exp_phi1_into(Adn, h, EF, ws)
                 steps.exp_step_stacked_into(EF, SBd, Sk1)
             stats[2] += 1
+        elif mid:
+            # the action branch (a short or mildly stiff interval): two exp2 half steps through the
+            # midpoint, extrapolated with the whole step (Richardson, the exp2 step's h^3 local error)
+            terms, s = expmv.expmv_apply(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, mu, gsc, m, s, Sk, SS[5], T, T2)
+            terms += _half_step(Ap, Ai, A0, Ad[2], Abar, Rp, Ri, B0, Bd[2], Dd, 0.5 * h, np_, Sk, SS[4], T, T2,
+                                TT, dwork)
+            terms += _half_step(Ap, Ai, Ad[2], A1, Abar, Rp, Ri, Bd[2], B1, Dd, 0.5 * h, np_, SS[4], Sk1, T, T2,
+                                TT, dwork)
+            for i in range(nx):
+                for j in range(np_):
+                    Sk1[i, j] += (Sk1[i, j] - SS[5][i, j]) * (1.0 / 3.0)
+            stats[0] += terms
         else:
             terms, s = expmv.expmv_apply(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, mu, gsc, m, s, Sk, Sk1, T, T2)
             stats[0] += terms
@@ -203,9 +263,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
 
 
 @_njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
-                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec), cache=True)
+                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec, mat, ivec), cache=True)
 def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
-                 n_int, stats, dense_max, Rp, Ri, Rsel):
+                 n_int, stats, dense_max, Rp, Ri, Rsel, X_mid, mid_index):
     """March ``S`` over the grid ``t`` (states ``X``) with the exp or exp2 step, sparse Jacobians.
 
     Parameters
@@ -218,13 +278,21 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     method : ``METHOD_EXP`` or ``METHOD_EXP2``.
     Ap, Ai, Bp, Bi : CSR patterns of ``A`` (nx x nx) and ``B`` (nx x np).
     branch, n_int : (K-1,) outputs (the exponential branch, 1).
-    stats : (3,) int64 output: Taylor terms summed (products with ``A``), scaling steps, and
-        intervals that took the dense step.
+    stats : (4,) int64 output: Taylor terms summed (products with ``A``), scaling steps,
+        intervals that took the dense step, and intervals with the midpoint.
     dense_max : the dense step is considered on models with at most this many states (its
         ``O(nx^2)`` work arrays are allocated only then).
     Rp, Ri, Rsel : the columns of ``B`` that ``S``'s columns are for: CSR pattern (nx x
         ``S.shape[1]``) and, per entry, its position in the values on ``(Bp, Bi)``. All
         columns: ``Rp, Ri = Bp, Bi`` and ``Rsel = arange(len(Bi))``.
+    X_mid, mid_index : (M, nx), (K-1,)
+        ``mid_index[k] >= 0`` (exp2 only): interval ``k`` is a long solver gap, ``X_mid[mid_index[k]]``
+        the state at its midpoint (:func:`pbsens.solvers.refine.midpoint_plan`). Its step gets the
+        midpoint correction (METHOD.md section 14) where it takes the dense step. Where it takes
+        the action (a short or mildly stiff interval) it is two exp2 half steps through the
+        midpoint extrapolated with the whole step, ``S_half + (S_half - S_whole)/3`` (the exp2
+        step's local error is ``O(h^3)``; a half step costs about half the step there).
+        ``-1``: the plain step.
 
     Returns
     -------
@@ -234,12 +302,12 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     nx, np_ = S.shape
     nA = Ai.shape[0]
     nB = Ri.shape[0]
-    Ad = np.zeros((2, nA))
-    Bf = np.zeros((2, Bi.shape[0]))
-    Bd = np.zeros((2, nB))
+    Ad = np.zeros((3, nA))
+    Bf = np.zeros((3, Bi.shape[0]))
+    Bd = np.zeros((3, nB))
     Abar = np.zeros(nA)
     Dd = np.zeros(nB)
-    SS = np.empty((4, nx, np_))
+    SS = np.empty((6, nx, np_))
     TT = np.empty((expmv.NV, max(nx, np_)))
     dwork = np.empty(2 * (expmv.P_MAX + 2))
     if gather == 1:
@@ -255,9 +323,13 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     ws = linalg.workspace(nd)
     SBd = np.empty((2 * nd, np_ if nd else 0))
     B1n = np.empty((nd, np_ if nd else 0))
-    stats[0] = 0
-    stats[1] = 0
-    stats[2] = 0
+    nm = nd if method == METHOD_EXP2 and mid_index.shape[0] > 0 and mid_index.max() >= 0 else 0
+    EF3 = np.empty((nm, 4 * nm))
+    Bmn = np.empty((nm, np_ if nm else 0))
+    CQ = np.empty((2 * nm, np_ if nm else 0))
+    RM = np.empty((2 * nm, np_ if nm else 0))
+    for q in range(4):
+        stats[q] = 0
     return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
                  n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
-                 SBd, B1n, Rp, Ri, Rsel, Bf)
+                 SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM)
