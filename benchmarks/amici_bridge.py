@@ -87,8 +87,8 @@ def parse_result(text):
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"AMICI side wrote no valid JSON: {exc}") from None
-    if not isinstance(obj, dict) or obj.get("mode") not in ("petab", "sbml"):
-        raise ValueError("AMICI side JSON has no 'mode' of 'petab' or 'sbml'")
+    if not isinstance(obj, dict) or obj.get("mode") not in ("petab", "sbml", "petab-fs"):
+        raise ValueError("AMICI side JSON has no 'mode' of 'petab', 'sbml' or 'petab-fs'")
     return _decode_tree(obj)
 
 

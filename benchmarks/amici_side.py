@@ -63,6 +63,11 @@ Modes
     ``t0`` is ``dx0/dp``). ``--t-eval-file`` reads the output times from a
     text file instead (one number per line).
 
+``petab-fs YAML --params LABEL=FILE ... --t-eval-file TS --rtol ... --atol ... --out JSON``
+    Forward sensitivities of all states of one PEtab condition w.r.t. chosen sets of PEtab
+    parameters, on linear scale, per linear solver and tolerance pair, with the state solve alone
+    (``amici_side_fs.py``, which has the details; ``benchmarks/amici_lang.py`` uses it).
+
 Run (from the repository root, with AMICI's Python)::
 
     AMICI_PY=/path/to/amici-venv/bin/python
@@ -181,6 +186,29 @@ def _solver_settings(solver):
     return out
 
 
+def _timed_runs(sundials, model, solver, repeats, long_s=None):
+    """``run_simulation`` once as a warm-up, then ``repeats`` timed calls: lists of wall, process CPU
+    and AMICI's CPU times (ms), the statuses of all calls, the last ReturnData. A warm-up of more
+    than ``long_s`` seconds is the one timed call (warm-up effects are negligible at that length)."""
+    out = {"wall": [], "proc": [], "cpu": [], "cpu_total": [], "statuses": [], "rdata": None}
+    n, rep = repeats, 0
+    while rep <= n:
+        c0, t0 = time.process_time(), time.perf_counter()
+        rdata = sundials.run_simulation(model, solver)
+        t1, c1 = time.perf_counter(), time.process_time()
+        out["statuses"].append(int(rdata.status))
+        out["rdata"] = rdata
+        if rep == 0 and long_s is not None and t1 - t0 > long_s:
+            n, rep = 0, 1
+        if rep:
+            out["wall"].append(1e3 * (t1 - t0))
+            out["proc"].append(1e3 * (c1 - c0))
+            out["cpu"].append(float(rdata.cpu_time))
+            out["cpu_total"].append(float(rdata.cpu_time_total))
+        rep += 1
+    return out
+
+
 def _environment(amici):
     return {"amici_version": getattr(amici, "__version__", "?"), "python": platform.python_version(),
             "machine": platform.machine(), "cpu_count": os.cpu_count(),
@@ -208,11 +236,22 @@ def _write(out, payload):
 
 # --------------------------------------------------------------------------- petab mode
 
-def _import_petab(petab_v1, yaml_path, cache_dir):
-    """(petab problem, AMICI model, module name, compiled_now) with the compiled model cached on disk."""
+def _import_petab(petab_v1, yaml_path, cache_dir, fix=(), conservation_laws=True):
+    """(petab problem, AMICI model, module name, compiled_now) with the compiled model cached on disk.
+
+    ``fix``: parameter ids set to ``estimate = 0`` before the import (AMICI makes them constants);
+    ``conservation_laws=False``: no conservation-law reduction (all states are integrated).
+    Both are part of the cache key.
+    """
     amici, _ = _amici()
     from amici.importers.petab.v1 import import_petab_problem
     problem = petab_v1.Problem.from_yaml(str(yaml_path))
+    unknown = sorted(set(fix) - set(problem.parameter_df.index))
+    if unknown:
+        sys.exit(f"amici_side.py: --fix {unknown}: not in the parameter table")
+    if fix:
+        problem.parameter_df.loc[list(fix), "estimate"] = 0
+    variant = ("|fix=" + ",".join(sorted(fix)) if fix else "") + ("" if conservation_laws else "|no-cl")
     # the compiled model depends on the SBML model and the observable/noise formulas;
     # nominal values and conditions are passed at run time
     base = Path(yaml_path).resolve().parent
@@ -227,16 +266,17 @@ def _import_petab(petab_v1, yaml_path, cache_dir):
     if not files:
         files = [Path(yaml_path)]
     name = _module_name(problem.model.model_id or Path(yaml_path).stem,
-                        _digest(files, getattr(amici, "__version__", "")))
+                        _digest(files, getattr(amici, "__version__", "") + variant))
+    kwargs = {} if conservation_laws else {"compute_conservation_laws": False}
     out_dir = Path(cache_dir) / name
     compiled = False
     t0 = time.perf_counter()
     try:
-        model = import_petab_problem(problem, output_dir=out_dir, model_name=name, compile_=False)
+        model = import_petab_problem(problem, output_dir=out_dir, model_name=name, compile_=False, **kwargs)
     except Exception:
         if out_dir.exists():
             shutil.rmtree(out_dir)
-        model = import_petab_problem(problem, output_dir=out_dir, model_name=name, compile_=True)
+        model = import_petab_problem(problem, output_dir=out_dir, model_name=name, compile_=True, **kwargs)
         compiled = True
     return problem, model, name, compiled, time.perf_counter() - t0
 
@@ -403,14 +443,13 @@ def _import_sbml(path, cache_dir):
 
 
 def _to_sbml_ids(amici_ids, path):
-    """AMICI's ids mapped back to the SBML ids they come from.
+    """AMICI's ids mapped back to the SBML ids they come from (``path``: an SBML file or a libsbml Model).
 
     AMICI renames SBML ids that clash with its own symbols (``k`` becomes ``amici_k``);
     the caller maps ``S`` by SBML id, so undo that renaming where it is unambiguous.
     """
     import libsbml
-    doc = libsbml.readSBMLFromFile(str(path))
-    m = doc.getModel()
+    m = path if isinstance(path, libsbml.Model) else libsbml.readSBMLFromFile(str(path)).getModel()
     sbml = {m.getSpecies(i).getId() for i in range(m.getNumSpecies())} | \
            {m.getParameter(i).getId() for i in range(m.getNumParameters())}
     out = []
@@ -462,18 +501,9 @@ def run_sbml(args):
         if args.max_steps:
             solver.set_max_steps(args.max_steps)
         entry = {"rtol": rtol, "atol": atol, "solver": _solver_settings(solver)}
-        wall, proc, cpu, cpu_total, statuses, rdata = [], [], [], [], [], None
-        for rep in range(args.repeats + 1):        # the first call is the warm-up
-            c0, t0 = time.process_time(), time.perf_counter()
-            rdata = sundials.run_simulation(model, solver)
-            t1, c1 = time.perf_counter(), time.process_time()
-            statuses.append(int(rdata.status))
-            if rep == 0:
-                continue
-            wall.append(1e3 * (t1 - t0))
-            proc.append(1e3 * (c1 - c0))
-            cpu.append(float(rdata.cpu_time))
-            cpu_total.append(float(rdata.cpu_time_total))
+        tr = _timed_runs(sundials, model, solver, args.repeats)
+        wall, proc, cpu, cpu_total, statuses, rdata = (tr[k] for k in ("wall", "proc", "cpu", "cpu_total",
+                                                                       "statuses", "rdata"))
         # the state solve alone at the same tolerances (no sensitivities), for the state-solver comparison
         solver0 = model.create_solver()
         solver0.set_sensitivity_order(sundials.SensitivityOrder.none)
@@ -481,17 +511,9 @@ def run_sbml(args):
         solver0.set_absolute_tolerance(atol)
         if args.max_steps:
             solver0.set_max_steps(args.max_steps)
-        wall0, proc0, cpu0, cput0, st0 = [], [], [], [], []
-        for rep in range(args.repeats + 1):
-            c0, t0 = time.process_time(), time.perf_counter()
-            rd0 = sundials.run_simulation(model, solver0)
-            t1, c1 = time.perf_counter(), time.process_time()
-            st0.append(int(rd0.status))
-            if rep:
-                wall0.append(1e3 * (t1 - t0))
-                proc0.append(1e3 * (c1 - c0))
-                cpu0.append(float(rd0.cpu_time))
-                cput0.append(float(rd0.cpu_time_total))
+        tr0 = _timed_runs(sundials, model, solver0, args.repeats)
+        wall0, proc0, cpu0, cput0, st0, rd0 = (tr0[k] for k in ("wall", "proc", "cpu", "cpu_total",
+                                                                "statuses", "rdata"))
         entry["states_only"] = {"status": "ok" if all(v == sundials.AMICI_SUCCESS for v in st0) else "failed",
                                 "wall_ms": _median(wall0), "process_cpu_ms": _median(proc0),
                                 "cpu_ms": _median(cpu0), "cpu_total_ms": _median(cput0),
@@ -547,7 +569,9 @@ def build_parser():
     sp.add_argument("--rtol", type=float, nargs="+", required=True)
     sp.add_argument("--atol", type=float, nargs="+", required=True)
     sp.add_argument("--max-steps", type=int, default=None, help="default: AMICI's")
-    for p in (pp, sp):
+    from amici_side_fs import add_parser as add_petab_fs_parser
+    fp = add_petab_fs_parser(sub)
+    for p in (pp, sp, fp):
         p.add_argument("--repeats", type=int, default=10)
         p.add_argument("--out", default="-", help="JSON file (default: stdout)")
         p.add_argument("--cache-dir", default=str(DEFAULT_CACHE),
@@ -559,6 +583,9 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.repeats < 1:
         sys.exit("amici_side.py: --repeats must be >= 1")
+    if args.mode == "petab-fs":
+        from amici_side_fs import run_petab_fs
+        return run_petab_fs(args)
     return run_petab(args) if args.mode == "petab" else run_sbml(args)
 
 
