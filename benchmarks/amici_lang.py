@@ -26,8 +26,8 @@ and compares AMICI's states at the output times with a tight pbsens state solve 
 ``--x-rtol``). With ``--lock FILE`` every AMICI call and the pbsens state solve hold an exclusive
 ``flock`` on FILE (the same lock as ``flock FILE command``), only while they run.
 
-    PBSENS_AMICI_PYTHON=/root/amici-venv/bin/python python -m benchmarks.amici_lang \\
-        --reference /work/out/lang/fs_ref16_r7.npz --lock /work/out/bench.lock \\
+    PBSENS_AMICI_PYTHON=/path/to/amici-venv/bin/python python -m benchmarks.amici_lang \\
+        --reference REF.npz (bench_sparse_lang --reference) [--lock LOCKFILE] \\
         [--rtol 1e-4 1e-5 1e-6 1e-7 1e-8] [--linear-solver klu dense] [--repeats 3] \\
         [--out benchmarks/results/amici_lang_w11.txt]
 """
