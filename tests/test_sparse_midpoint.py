@@ -45,7 +45,7 @@ def test_sparse_kernel_equals_dense_kernel(nx, np_, density):
                       np.empty((nx, nx)), np.empty((2 * nx, np_)), np.empty((nx, np_)), np.empty((nx, np_)))
     got = Se.copy()
     exp2_correct_sparse_into(EG, EF3, h, Ap, Ai, vals[0], vals[1], vals[2], Abar_v, B0, B1, Bm, Sa, got,
-                             np.empty((2 * nx, np_)), np.empty((nx, np_)), np.empty((nx, np_)))
+                             np.empty(Ai.size), np.empty((2 * nx, np_)), np.empty((nx, np_)), np.empty((nx, np_)))
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
     assert not np.allclose(got, Se)
 

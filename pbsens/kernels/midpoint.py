@@ -32,6 +32,7 @@ and up to three more matrix functions.
 from numba import njit, types
 
 from .blas import gemm_into
+from .expmv import csr_matmul_into
 from .signatures import f8, ivec, mat, vec
 from .views import flat
 
@@ -60,20 +61,6 @@ def _finish(EG, EF3, h, B0, B1, Bm, Se, CQ, R, M):
     # S_e += G1 (-D S_a/2) + G2 (D S_e/2) + G3 bump,  G3 = 4 G2 - (8/h^2) F3
     gemm_into(EG[:, nx:], CQ, Se, 1.0, 1.0)
     gemm_into(EF3[:, 3 * nx:], M, Se, -8.0 / (h * h), 1.0)
-
-
-@njit(types.void(ivec, ivec, vec, vec, mat, mat), cache=True, _nrt=False)
-def _csr_diff_matmul_into(indptr, indices, X1, X0, S, Y):
-    """``Y = (X1 - X0) S`` for CSR values ``X1, X0`` on the pattern ``(indptr, indices)``."""
-    n, m = Y.shape
-    for i in range(n):
-        for j in range(m):
-            Y[i, j] = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            a = X1[k] - X0[k]
-            r = indices[k]
-            for j in range(m):
-                Y[i, j] += a * S[r, j]
 
 
 @njit(types.void(mat, mat, f8, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat),
@@ -112,15 +99,20 @@ def exp2_correct_into(EG, EF3, h, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, D, Dm, C
     _finish(EG, EF3, h, B0, B1, Bm, Se, CQ, R, M)
 
 
-@njit(types.void(mat, mat, f8, ivec, ivec, vec, vec, vec, vec, mat, mat, mat, mat, mat, mat, mat, mat),
+@njit(types.void(mat, mat, f8, ivec, ivec, vec, vec, vec, vec, mat, mat, mat, mat, mat, vec, mat, mat, mat),
       cache=True, _nrt=False)
-def exp2_correct_sparse_into(EG, EF3, h, Ap, Ai, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, CQ, R, M):
+def exp2_correct_sparse_into(EG, EF3, h, Ap, Ai, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, Dv, CQ, R, M):
     """:func:`exp2_correct_into` with ``A_0, A_1, A_m, Abar`` as CSR values on one pattern
     ``(Ap, Ai)``: the three products with ``D = A_1 - A_0`` and ``A_m - Abar`` cost
-    ``nnz(A) np`` each instead of ``nx^2 np``; ``B0, B1, Bm`` dense ``(nx, np)``."""
+    ``nnz(A) np`` each instead of ``nx^2 np``; ``B0, B1, Bm`` dense ``(nx, np)``; ``Dv``
+    (``nnz(A)``) work."""
     nx = Sa.shape[0]
     _half_sum(Sa, Se, M)
-    _csr_diff_matmul_into(Ap, Ai, A1, A0, Sa, R)            # R = D S_a
-    _csr_diff_matmul_into(Ap, Ai, A1, A0, Se, CQ[nx:])      # Q = D S_e
-    _csr_diff_matmul_into(Ap, Ai, Am, Abar, M, CQ[:nx])     # C = (A_m - Abar)(S_a + S_e)/2
+    for k in range(Dv.shape[0]):
+        Dv[k] = A1[k] - A0[k]
+    csr_matmul_into(Ap, Ai, Dv, Sa, R)            # R = D S_a
+    csr_matmul_into(Ap, Ai, Dv, Se, CQ[nx:])      # Q = D S_e
+    for k in range(Dv.shape[0]):
+        Dv[k] = Am[k] - Abar[k]
+    csr_matmul_into(Ap, Ai, Dv, M, CQ[:nx])       # C = (A_m - Abar)(S_a + S_e)/2
     _finish(EG, EF3, h, B0, B1, Bm, Se, CQ, R, M)

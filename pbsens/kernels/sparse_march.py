@@ -39,7 +39,7 @@ from . import expmv, linalg, steps
 from .midpoint import exp2_correct_sparse_into
 from .phi import exp_phi123_into
 from .codes import BRANCH_EXP, BRANCH_EXP2, METHOD_EXP2
-from .march import _njit_quiet
+from .march import _copy_cols, _njit_quiet
 from .signatures import f8, i8vec, ivec, jacs_fn, mat, tens, vec, vector_fn
 
 i8 = types.int64
@@ -116,35 +116,28 @@ def _compact(full, sel, out):
         out[q] = full[sel[q]]
 
 
-@njit(i8(ivec, ivec, vec, vec, vec, ivec, ivec, vec, vec, vec, f8, i8, mat, mat, mat, mat, mat, vec),
+@njit(i8(ivec, ivec, vec, vec, vec, ivec, ivec, vec, vec, vec, f8, mat, mat, mat, mat, mat, vec),
       cache=True, _nrt=False)
-def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, np_, Sa, Se, T, T2, TT, dwork):
+def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, Sa, Se, T, T2, TT, dwork):
     """One exp2 step of the action branch from ``(Aa, Ba, Sa)`` to ``(Ae, Be)`` over ``h`` into ``Se``
     (``Abar``, ``Dd``: work). Returns the Taylor terms summed; ``Se`` is NaN where no plan exists."""
     for q in range(Abar.shape[0]):
         Abar[q] = 0.5 * (Aa[q] + Ae[q])
     for q in range(Dd.shape[0]):
         Dd[q] = Be[q] - Ba[q]
-    mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Abar, Rp, Ri, Ba, Dd, True, h, np_, TT, dwork)
-    if s == 0:
-        for i in range(Se.shape[0]):
-            for j in range(Se.shape[1]):
-                Se[i, j] = np.nan
-        return 0
-    terms, s = expmv.expmv_apply(Ap, Ai, Abar, Rp, Ri, Ba, Dd, True, h, mu, gsc, m, s, Sa, Se, T, T2)
-    return terms
+    return expmv.expmv_forced_into(Ap, Ai, Abar, Rp, Ri, Ba, Dd, True, h, Sa, Se, T, T2, TT, dwork)[0]
 
 
 @njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
          tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat,
-         ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat),
+         ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat, vec),
       cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
           stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n,
-          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM):
+          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv):
     # with mid_index[k] >= 0 (exp2) the interval gets the midpoint correction (METHOD.md section 14):
     # Ad[2], Bf[2], Bd[2] hold A, B at its midpoint X_mid[mid_index[k]]; SS[4] is the state between
-    # the two half steps of the action branch, RM the correction's two (nx, np) work arrays
+    # the two half steps of the action branch (SS[5]: the whole step), RM and Dv the correction's work arrays
     # B is evaluated on its full pattern (Bp, Bi) into Bf and compacted to the columns marched
     # (pattern Rp, Ri; Rsel: positions in Bf), which is all that the steps below see
     K = t.shape[0]
@@ -216,13 +209,11 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 _scatter(Rp, Ri, B1, B1n)
                 _scatter(Rp, Ri, Bd[2], Bmn)
                 exp_phi123_into(Adn, h, EF3, ws)
-                for i in range(nx):
-                    for j in range(3 * nx):
-                        EFF[i, j] = EF3[i, j]
+                _copy_cols(EF3, EFF)
                 steps.exp2_prepare_inplace(EFF, h)
                 steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
                 exp2_correct_sparse_into(EFF, EF3, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn, Sk, Sk1,
-                                         CQ, RM[:nx], RM[nx:])
+                                         Dv, CQ, RM[:nx], RM[nx:])
             elif second:
                 _scatter(Rp, Ri, B1, B1n)
                 linalg.exp_phi12_into(Adn, h, EFF, ws)
@@ -236,9 +227,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
             # the action branch (a short or mildly stiff interval): two exp2 half steps through the
             # midpoint, extrapolated with the whole step (Richardson, the exp2 step's h^3 local error)
             terms, s = expmv.expmv_apply(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, mu, gsc, m, s, Sk, SS[5], T, T2)
-            terms += _half_step(Ap, Ai, A0, Ad[2], Abar, Rp, Ri, B0, Bd[2], Dd, 0.5 * h, np_, Sk, SS[4], T, T2,
+            terms += _half_step(Ap, Ai, A0, Ad[2], Abar, Rp, Ri, B0, Bd[2], Dd, 0.5 * h, Sk, SS[4], T, T2,
                                 TT, dwork)
-            terms += _half_step(Ap, Ai, Ad[2], A1, Abar, Rp, Ri, Bd[2], B1, Dd, 0.5 * h, np_, SS[4], Sk1, T, T2,
+            terms += _half_step(Ap, Ai, Ad[2], A1, Abar, Rp, Ri, Bd[2], B1, Dd, 0.5 * h, SS[4], Sk1, T, T2,
                                 TT, dwork)
             for i in range(nx):
                 for j in range(np_):
@@ -307,7 +298,8 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     Bd = np.zeros((3, nB))
     Abar = np.zeros(nA)
     Dd = np.zeros(nB)
-    SS = np.empty((6, nx, np_))
+    has_mid = method == METHOD_EXP2 and mid_index.shape[0] > 0 and mid_index.max() >= 0
+    SS = np.empty((6 if has_mid else 4, nx, np_))
     TT = np.empty((expmv.NV, max(nx, np_)))
     dwork = np.empty(2 * (expmv.P_MAX + 2))
     if gather == 1:
@@ -323,13 +315,14 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     ws = linalg.workspace(nd)
     SBd = np.empty((2 * nd, np_ if nd else 0))
     B1n = np.empty((nd, np_ if nd else 0))
-    nm = nd if method == METHOD_EXP2 and mid_index.shape[0] > 0 and mid_index.max() >= 0 else 0
+    nm = nd if has_mid else 0
     EF3 = np.empty((nm, 4 * nm))
     Bmn = np.empty((nm, np_ if nm else 0))
     CQ = np.empty((2 * nm, np_ if nm else 0))
     RM = np.empty((2 * nm, np_ if nm else 0))
+    Dv = np.empty(nA if nm else 0)
     for q in range(4):
         stats[q] = 0
     return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
                  n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
-                 SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM)
+                 SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv)
