@@ -63,6 +63,23 @@ def test_even_chunks(n_items, n_chunks, expected):
     assert parallel._even_sizes(n_items, n_chunks) == expected
 
 
+@pytest.mark.parametrize("n_items, n_workers, cpus", [(64, 2, 2), (64, 2, 1), (64, 2, 4), (5, 4, 4), (1000, 3, 8)])
+def test_local_chunks_even_when_workers_fill_the_cpus(n_items, n_workers, cpus):
+    sizes = parallel._local_sizes(n_items, n_workers, cpus)
+    if n_workers >= cpus:
+        assert sizes == parallel._even_sizes(n_items, n_workers)
+    else:
+        assert sizes == parallel._guided_sizes(n_items, n_workers)
+        assert len(sizes) > n_workers
+
+
+def test_processes_one_chunk_per_worker_on_as_many_cpus(monkeypatch):
+    # with the workers filling the CPUs, each worker runs one contiguous half of the batch
+    monkeypatch.setattr(parallel, "_usable_cpus", lambda: 2)
+    pids = parallel.map_tasks(_sleep_pid, None, [0.05] * 8, n_workers=2, processes=True)
+    assert len(set(pids[:4])) == 1 and len(set(pids[4:])) == 1 and pids[0] != pids[4]
+
+
 @pytest.mark.parametrize("n_items", [1, 2, 5, 64])
 def test_processes_results_in_input_order_for_an_array(n_items):
     rng = np.random.default_rng(n_items)
