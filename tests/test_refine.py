@@ -162,3 +162,22 @@ def test_pbsr2_on_rodas5p_refines_exponential_intervals_only(pka):
     e_lsoda = pbsens.relative_error(pbsens.sensitivities(pka, solver="LSODA", **kw), ref)
     assert np.median(e) <= 1.2 * np.median(e_lsoda)
     assert np.max(e) < 1e-3
+
+
+def test_lone_points_by_hand():
+    """Steps 0 | 1.5 | 3 | 5 | 6, outputs 0, 2, 4, 6. 1.5 is alone between the outputs 0 and 2 but
+    [0, 2] is longer than both steps meeting there (1.5): kept. 3 is alone in [2, 4], as long as
+    the step [3, 5]: dropped. 5 is alone in [4, 6], as long as [3, 5]: dropped, unless it is a stop."""
+    from pbsens.solvers.refine import lone_points
+    t = np.array([0.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0])
+    out_index = np.array([0, -1, 1, -1, 2, -1, 3])
+    steps = np.array([0.0, 1.5, 3.0, 5.0, 6.0])
+    assert lone_points(t, out_index, steps).tolist() == [False, False, False, True, False, True, False]
+    keep = np.isin(t, [5.0])
+    assert lone_points(t, out_index, steps, keep).tolist() == [False, False, False, True, False, False, False]
+    # two points between two outputs: neither is alone
+    t2 = np.array([0.0, 1.0, 1.5, 2.0])
+    assert not lone_points(t2, np.array([0, -1, -1, 1]), np.array([0.0, 1.0, 1.5, 2.0])).any()
+    # a point inside one long step (an output of an earlier merge) and the ends are never dropped
+    assert lone_points(np.array([0.0, 0.5, 1.0]), np.array([0, -1, 1]), np.array([0.0, 1.0])).tolist() == \
+        [False, True, False]

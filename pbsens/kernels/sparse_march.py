@@ -96,6 +96,24 @@ def _finite_copy(X, Y):
     return bad == 0
 
 
+@njit(types.boolean(mat, mat, ivec), cache=True, _nrt=False)
+def _store(X, Y, cols):
+    """``Y[:, cols] = X`` and zero in ``Y``'s other columns (``cols`` covering all of them: a
+    plain copy); returns whether ``X`` is finite."""
+    if cols.shape[0] == Y.shape[1]:
+        return _finite_copy(X, Y)
+    bad = 0
+    for i in range(X.shape[0]):
+        row = Y[i]
+        for j in range(row.shape[0]):
+            row[j] = 0.0
+        for j in range(X.shape[1]):
+            v = X[i, j]
+            row[cols[j]] = v
+            bad |= (v - v) != 0.0
+    return bad == 0
+
+
 @njit(types.void(ivec, ivec, vec, mat), cache=True, _nrt=False)
 def _scatter(indptr, indices, data, M):
     for i in range(M.shape[0]):
@@ -130,11 +148,11 @@ def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, Sa, Se, T, T2, TT, d
 
 @njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
          tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat,
-         ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat, vec),
+         ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat, vec, ivec),
       cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
           stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n,
-          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv):
+          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols):
     # with mid_index[k] >= 0 (exp2) the interval gets the midpoint correction (METHOD.md section 14):
     # Ad[2], Bf[2], Bd[2] hold A, B at its midpoint X_mid[mid_index[k]]; SS[4] is the state between
     # the two half steps of the action branch (SS[5]: the whole step), RM and Dv the correction's work arrays
@@ -152,7 +170,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
         return -2
     _compact(Bf[0], Rsel, Bd[0])
     if out_index[0] >= 0:
-        _finite_copy(S0, S_out[out_index[0]])
+        _store(S0, S_out[out_index[0]], out_cols)
     for k in range(K - 1):
         g = k % 2
         A0, A1 = Ad[g], Ad[1 - g]
@@ -241,7 +259,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
             stats[1] += s
         n_int[k] = 1
         if out_index[k + 1] >= 0:
-            if not _finite_copy(Sk1, S_out[out_index[k + 1]]):
+            if not _store(Sk1, S_out[out_index[k + 1]], out_cols):
                 for i in range(nx):
                     for j in range(np_):
                         S[i, j] = Sk1[i, j]
@@ -254,9 +272,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
 
 
 @_njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
-                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec, mat, ivec), cache=True)
+                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec, mat, ivec, ivec), cache=True)
 def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
-                 n_int, stats, dense_max, Rp, Ri, Rsel, X_mid, mid_index):
+                 n_int, stats, dense_max, Rp, Ri, Rsel, X_mid, mid_index, out_cols):
     """March ``S`` over the grid ``t`` (states ``X``) with the exp or exp2 step, sparse Jacobians.
 
     Parameters
@@ -284,6 +302,9 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
         midpoint extrapolated with the whole step, ``S_half + (S_half - S_whole)/3`` (the exp2
         step's local error is ``O(h^3)``; a half step costs about half the step there).
         ``-1``: the plain step.
+
+    out_cols : (S.shape[1],) the column of ``S_out`` each column of ``S`` is stored in; the other
+        columns of ``S_out``'s stored rows are set to zero. All columns: ``arange(S.shape[1])``.
 
     Returns
     -------
@@ -325,4 +346,4 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
         stats[q] = 0
     return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
                  n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
-                 SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv)
+                 SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols)

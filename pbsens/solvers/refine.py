@@ -167,6 +167,48 @@ def midpoint_plan(t, sol, m):
     return x_mid, mid_index
 
 
+def lone_points(t, out_index, steps, keep=None):
+    """Grid points the exp2 midpoint correction makes redundant (METHOD.md section 14, "Output
+    intervals in one step"): a point that is not an output (``out_index < 0``), is the only grid
+    point strictly between its two neighbouring outputs, and whose removal leaves an interval
+    no longer than the longer of the two accepted solver steps that meet there.
+
+    Parameters
+    ----------
+    t : (K,) the grid (the solver's steps with the output times merged in).
+    out_index : (K,) int, ``>= 0`` at the output times; the first and last points are never lone.
+    steps : (M,) the accepted steps' boundaries (increasing; ``sol.ts``).
+    keep : (K,) bool, optional: points that must stay (stops where the solve restarted).
+
+    Returns
+    -------
+    (K,) bool: True at the lone points.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    out_index = np.asarray(out_index)
+    K = t.size
+    anchor = out_index >= 0
+    anchor[[0, K - 1]] = True
+    if keep is not None:
+        anchor |= np.asarray(keep, dtype=bool)
+    seg = np.cumsum(anchor) - 1                      # the anchor at or before each point
+    inner = np.bincount(seg[~anchor], minlength=int(seg[-1]) + 1)
+    lone = ~anchor & (inner[seg] == 1)
+    k = np.flatnonzero(lone)
+    steps = np.asarray(steps, dtype=np.float64)
+    if steps.size < 2:
+        lone[:] = False
+    elif k.size:
+        # the step ending at or holding t[k], and the step starting there (the same one when t[k]
+        # is inside a step)
+        j = np.clip(np.searchsorted(steps, t[k]), 1, max(steps.size - 1, 1))
+        h_left = steps[j] - steps[j - 1]
+        after = np.minimum(j + 1, steps.size - 1)
+        h_right = np.where((steps[j] == t[k]) & (after > j), steps[after] - steps[j], h_left)
+        lone[k] = (t[k + 1] - t[k - 1]) <= np.maximum(h_left, h_right) * (1.0 + 1e-12)
+    return lone
+
+
 def gap_ends(t, t_gaps):
     """Per interval of the refined grid ``t``, the index in ``t`` of the end of the gap of
     ``t_gaps`` (a subset of ``t``) it lies in."""
