@@ -66,7 +66,8 @@ class SparseRunner:
         else:
             self._jxd = _Compiled(self.sj.jxd, vector_fn_sig)
             self._jpd = _Compiled(self.sj.jpd, vector_fn_sig)
-        self.stats = np.zeros(4, dtype=np.int64)
+        self.stats = np.zeros(5, dtype=np.int64)
+        self._laws = None                # conservation laws, found on the first call that can use them
 
     def __call__(self, t, x, p, S, out_index, S_out, branch, n_int, method_code, cols=None, mid=None):
         """March; returns the kernel's status (``-1``, or ``k >= 0``: not finite after interval k).
@@ -89,6 +90,11 @@ class SparseRunner:
             mid = (np.empty((0, nx)), np.full(max(t.size - 1, 0), -1, dtype=np.int64))
         X_mid, mid_index = np.ascontiguousarray(mid[0], dtype=np.float64), np.ascontiguousarray(mid[1], np.int64)
         nonzero_start = np.any(S_in != 0.0, axis=0)
+        if (method_code == codes.METHOD_EXP2 and np.any(mid_index >= 0) and nx <= DENSE_STEP_MAX_STATES
+                and self._laws is None):
+            from .model.conservation import shared_left_null_space
+            self._laws = shared_left_null_space(self.model, p)
+        laws = self._laws if self._laws is not None else np.zeros((0, nx))
         for _ in range(_MAX_EXTEND + 1):
             sj = self.sj
             active, Rp, Ri, Rsel = _reduced_pattern(sj.Bp, sj.Bi, cols, nonzero_start)
@@ -105,7 +111,8 @@ class SparseRunner:
             S_out_run = S_out if direct else np.empty((S_out.shape[0], nx, cols.size))
             status = sparse_march(self._jacs, self._jxd, self._jpd, 1 if sj.gather else 0, t, x, p, c, S_run,
                                   out_index, method_code, sj.Ap, sj.Ai, sj.Bp, sj.Bi, S_out_run, branch, n_int,
-                                  self.stats, DENSE_STEP_MAX_STATES, Rp, Ri, Rsel, X_mid, mid_index, active)
+                                  self.stats, DENSE_STEP_MAX_STATES, Rp, Ri, Rsel, X_mid, mid_index, active,
+                                  laws)
             if status > -2:
                 if not direct:
                     S_out[...] = S_out_run

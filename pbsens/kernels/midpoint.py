@@ -44,9 +44,9 @@ def _half_sum(Sa, Se, M):
         mm[i] = 0.5 * (sa[i] + se[i])
 
 
-@njit(types.void(mat, mat, f8, mat, mat, mat, mat, mat, mat, mat), cache=True, _nrt=False)
-def _finish(EG, EF3, h, B0, B1, Bm, Se, CQ, R, M):
-    """The correction from ``R = D S_a``, ``CQ = [(A_m - Abar) M; D S_e]``, ``M = (S_a + S_e)/2``."""
+@njit(types.void(mat, mat, mat, mat, mat, mat, mat, mat), cache=True, _nrt=False)
+def _linear_and_bump(EG, B0, B1, Bm, Se, CQ, R, M):
+    """``Se += G1 (-D S_a/2) + G2 (D S_e/2 + 4 c)`` and ``M = c``, the bump (module docstring)."""
     nx = Se.shape[0]
     C = CQ[:nx]
     Q = CQ[nx:]
@@ -58,9 +58,29 @@ def _finish(EG, EF3, h, B0, B1, Bm, Se, CQ, R, M):
         mm[i] = bump
         c[i] = -0.5 * r[i]
         q[i] = 0.5 * q[i] + 4.0 * bump
-    # S_e += G1 (-D S_a/2) + G2 (D S_e/2) + G3 bump,  G3 = 4 G2 - (8/h^2) F3
+    # S_e += G1 (-D S_a/2) + G2 (D S_e/2) + G3 bump,  G3 = 4 G2 - (8/h^2) F3 (the F3 term: the callers)
     gemm_into(EG[:, nx:], CQ, Se, 1.0, 1.0)
-    gemm_into(EF3[:, 3 * nx:], M, Se, -8.0 / (h * h), 1.0)
+
+
+@njit(types.void(mat, mat, f8, mat, mat, mat, mat, mat, mat, mat), cache=True, _nrt=False)
+def _finish(EG, EF3, h, B0, B1, Bm, Se, CQ, R, M):
+    """The correction from ``R = D S_a``, ``CQ = [(A_m - Abar) M; D S_e]``, ``M = (S_a + S_e)/2``."""
+    _linear_and_bump(EG, B0, B1, Bm, Se, CQ, R, M)
+    gemm_into(EF3[:, 3 * Se.shape[0]:], M, Se, -8.0 / (h * h), 1.0)
+
+
+@njit(types.void(mat, mat, f8, mat, mat, mat, mat, mat, mat, mat), cache=True, _nrt=False)
+def _finish_solved(EG, X, h, B0, B1, Bm, Se, CQ, R, M):
+    """:func:`_finish` with ``F3 c = X (F2 - (h^2/2) I) c``, ``X = (Abar + L^T L)^-1`` (METHOD.md
+    section 14, "Without F3"); ``F2 = h G2``. ``R`` is work once the bump is formed."""
+    _linear_and_bump(EG, B0, B1, Bm, Se, CQ, R, M)
+    nx = Se.shape[0]
+    gemm_into(EG[:, 2 * nx:], M, R, h, 0.0)             # R = F2 c
+    r, mm = flat(R), flat(M)
+    half_h2 = 0.5 * h * h
+    for i in range(r.shape[0]):
+        r[i] -= half_h2 * mm[i]
+    gemm_into(X, R, Se, -8.0 / (h * h), 1.0)
 
 
 @njit(types.void(mat, mat, f8, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat),
@@ -99,13 +119,9 @@ def exp2_correct_into(EG, EF3, h, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, D, Dm, C
     _finish(EG, EF3, h, B0, B1, Bm, Se, CQ, R, M)
 
 
-@njit(types.void(mat, mat, f8, ivec, ivec, vec, vec, vec, vec, mat, mat, mat, mat, mat, vec, mat, mat, mat),
-      cache=True, _nrt=False)
-def exp2_correct_sparse_into(EG, EF3, h, Ap, Ai, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, Dv, CQ, R, M):
-    """:func:`exp2_correct_into` with ``A_0, A_1, A_m, Abar`` as CSR values on one pattern
-    ``(Ap, Ai)``: the three products with ``D = A_1 - A_0`` and ``A_m - Abar`` cost
-    ``nnz(A) np`` each instead of ``nx^2 np``; ``B0, B1, Bm`` dense ``(nx, np)``; ``Dv``
-    (``nnz(A)``) work."""
+@njit(types.void(ivec, ivec, vec, vec, vec, vec, mat, mat, vec, mat, mat, mat), cache=True, _nrt=False)
+def _sparse_products(Ap, Ai, A0, A1, Am, Abar, Sa, Se, Dv, CQ, R, M):
+    """``M = (S_a + S_e)/2``, ``R = D S_a``, ``CQ = [(A_m - Abar) M; D S_e]`` on the CSR pattern."""
     nx = Sa.shape[0]
     _half_sum(Sa, Se, M)
     for k in range(Dv.shape[0]):
@@ -115,4 +131,24 @@ def exp2_correct_sparse_into(EG, EF3, h, Ap, Ai, A0, A1, Am, Abar, B0, B1, Bm, S
     for k in range(Dv.shape[0]):
         Dv[k] = Am[k] - Abar[k]
     csr_matmul_into(Ap, Ai, Dv, M, CQ[:nx])       # C = (A_m - Abar)(S_a + S_e)/2
+
+
+@njit(types.void(mat, mat, f8, ivec, ivec, vec, vec, vec, vec, mat, mat, mat, mat, mat, vec, mat, mat, mat),
+      cache=True, _nrt=False)
+def exp2_correct_sparse_into(EG, EF3, h, Ap, Ai, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, Dv, CQ, R, M):
+    """:func:`exp2_correct_into` with ``A_0, A_1, A_m, Abar`` as CSR values on one pattern
+    ``(Ap, Ai)``: the three products with ``D = A_1 - A_0`` and ``A_m - Abar`` cost
+    ``nnz(A) np`` each instead of ``nx^2 np``; ``B0, B1, Bm`` dense ``(nx, np)``; ``Dv``
+    (``nnz(A)``) work."""
+    _sparse_products(Ap, Ai, A0, A1, Am, Abar, Sa, Se, Dv, CQ, R, M)
     _finish(EG, EF3, h, B0, B1, Bm, Se, CQ, R, M)
+
+
+@njit(types.void(mat, mat, f8, ivec, ivec, vec, vec, vec, vec, mat, mat, mat, mat, mat, vec, mat, mat, mat),
+      cache=True, _nrt=False)
+def exp2_correct_sparse_solved_into(EG, X, h, Ap, Ai, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, Dv, CQ, R, M):
+    """:func:`exp2_correct_sparse_into` without ``F3``: ``X = (Abar + L^T L)^-1`` with ``L``'s
+    orthonormal rows spanning the left null space that every ``A`` and ``B`` share (the
+    model's conservation laws; none: ``X = Abar^-1``), see METHOD.md section 14, "Without F3"."""
+    _sparse_products(Ap, Ai, A0, A1, Am, Abar, Sa, Se, Dv, CQ, R, M)
+    _finish_solved(EG, X, h, B0, B1, Bm, Se, CQ, R, M)

@@ -36,8 +36,9 @@ from numba import njit, types
 import math
 
 from . import expmv, linalg, steps
-from .midpoint import exp2_correct_sparse_into
-from .phi import exp_phi123_into
+from .lapack import F_INT_nptype, inverse_inplace, pivot_vec
+from .midpoint import exp2_correct_sparse_into, exp2_correct_sparse_solved_into
+from .phi import exp_phi12_into, exp_phi123_into
 from .codes import BRANCH_EXP, BRANCH_EXP2, METHOD_EXP2
 from .march import _copy_cols, _njit_quiet
 from .signatures import f8, i8vec, ivec, jacs_fn, mat, tens, vec, vector_fn
@@ -50,6 +51,14 @@ __all__ = ["sparse_march", "STATUS_OK"]
 SPARSE_WEIGHT = 2.0
 #: ``||Z||_1`` up to which the dense phi kernels need no doubling (``phi._PHI_THETA[-1]``).
 _DENSE_THETA = 1.7420152406697095
+
+#: The midpoint correction takes ``F3 c`` from a solve with ``X = (Abar + L^T L)^-1`` when
+#: ``||X||_1 <= SOLVE_MAX h``, i.e. when the solve's rounding, about ``8 u ||X||_1 / h`` of the
+#: bump's term, is at most 1e-5 of it (METHOD.md section 14, "Without F3"); otherwise
+#: ``[E | F1 | F2 | F3]``. The bump's term is itself a correction, below the plain step's error.
+SOLVE_MAX = 1e-5 / (8.0 * 2.0 ** -53)
+#: ``|L b| <= LAW_TOL ||b||`` for every column ``b`` of ``A`` and ``B``: the laws hold at a point.
+LAW_TOL = 1e-9
 
 #: Return value of :func:`sparse_march` on success; ``k >= 0``: S not finite after interval k;
 #: ``-2 - k``: the dense Jacobians at grid point ``k`` have a non-zero outside the pattern.
@@ -134,6 +143,51 @@ def _compact(full, sel, out):
         out[q] = full[sel[q]]
 
 
+@njit(types.boolean(mat, ivec, ivec, vec, vec), cache=True, _nrt=False)
+def _laws_hold(Lm, P, I, V, w):
+    """Whether ``|l b| <= LAW_TOL ||b||`` for every row ``l`` of ``Lm`` and column ``b`` of the CSR
+    matrix ``(P, I, V)`` (``w``: work, twice its column count)."""
+    ncols = w.shape[0] // 2
+    for j in range(2 * ncols):
+        w[j] = 0.0
+    for i in range(P.shape[0] - 1):
+        for e in range(P[i], P[i + 1]):
+            w[ncols + I[e]] += V[e] * V[e]
+    for l in range(Lm.shape[0]):
+        for j in range(ncols):
+            w[j] = 0.0
+        for i in range(P.shape[0] - 1):
+            li = Lm[l, i]
+            for e in range(P[i], P[i + 1]):
+                w[I[e]] += li * V[e]
+        for j in range(ncols):
+            if w[j] * w[j] > LAW_TOL * LAW_TOL * w[ncols + j]:
+                return False
+    return True
+
+
+@njit(types.boolean(mat, mat, mat, pivot_vec, f8), cache=True, _nrt=False)
+def _bordered_inverse(Adn, LL, Xinv, ipiv, h):
+    """``Xinv = (Adn + LL)^-1`` (``LL = L^T L``; empty: ``Adn^-1``); whether it exists, is finite and
+    ``||Xinv||_1 <= SOLVE_MAX |h|``."""
+    n = Adn.shape[0]
+    with_laws = LL.shape[0] == n
+    for i in range(n):
+        for j in range(n):
+            Xinv[i, j] = Adn[i, j] + (LL[i, j] if with_laws else 0.0)
+    if inverse_inplace(Xinv, ipiv) != 0:
+        return False
+    worst = 0.0
+    for j in range(n):
+        col = 0.0
+        for i in range(n):
+            col += abs(Xinv[i, j])
+        if col != col:
+            return False
+        worst = max(worst, col)
+    return worst <= SOLVE_MAX * abs(h)
+
+
 @njit(i8(ivec, ivec, vec, vec, vec, ivec, ivec, vec, vec, vec, f8, mat, mat, mat, mat, mat, vec),
       cache=True, _nrt=False)
 def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, Sa, Se, T, T2, TT, dwork):
@@ -148,14 +202,15 @@ def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, Sa, Se, T, T2, TT, d
 
 @njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
          tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat,
-         ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat, vec, ivec),
+         ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat, vec, ivec, mat, mat, mat, pivot_vec, i8vec, vec),
       cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
           stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n,
-          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols):
+          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm, LL, Xinv, ipiv, lawok, lw):
     # with mid_index[k] >= 0 (exp2) the interval gets the midpoint correction (METHOD.md section 14):
     # Ad[2], Bf[2], Bd[2] hold A, B at its midpoint X_mid[mid_index[k]]; SS[4] is the state between
     # the two half steps of the action branch (SS[5]: the whole step), RM and Dv the correction's work arrays
+    # lawok[slot]: the conservation laws Lm hold at the point whose A is Ad[slot] (checked when Lm has rows)
     # B is evaluated on its full pattern (Bp, Bi) into Bf and compacted to the columns marched
     # (pattern Rp, Ri; Rsel: positions in Bf), which is all that the steps below see
     K = t.shape[0]
@@ -169,6 +224,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
     if not _eval(jacs, jxd, jpd, gather, t[0], X[0], p, c, Ap, Ai, Bp, Bi, Ad[0], Bf[0], Adense, Bdense):
         return -2
     _compact(Bf[0], Rsel, Bd[0])
+    check = Lm.shape[0] > 0 and EF3.shape[0] > 0
+    if check:
+        lawok[0] = _laws_hold(Lm, Ap, Ai, Ad[0], lw[:2 * nx]) and _laws_hold(Lm, Rp, Ri, Bd[0], lw[:2 * np_])
     if out_index[0] >= 0:
         _store(S0, S_out[out_index[0]], out_cols)
     for k in range(K - 1):
@@ -183,6 +241,8 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                      Bdense):
             return -3 - k
         _compact(Bf[1 - g], Rsel, B1)
+        if check:
+            lawok[1 - g] = _laws_hold(Lm, Ap, Ai, A1, lw[:2 * nx]) and _laws_hold(Lm, Rp, Ri, B1, lw[:2 * np_])
         h = t[k + 1] - t[k]
         if second:
             for q in range(Abar.shape[0]):
@@ -201,6 +261,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                          Adense, Bdense):
                 return -3 - k
             _compact(Bf[2], Rsel, Bd[2])
+            if check:
+                lawok[2] = (_laws_hold(Lm, Ap, Ai, Ad[2], lw[:2 * nx])
+                            and _laws_hold(Lm, Rp, Ri, Bd[2], lw[:2 * np_]))
             stats[3] += 1
         mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_, TT, dwork)
         use_dense = False
@@ -226,12 +289,23 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
             if mid:
                 _scatter(Rp, Ri, B1, B1n)
                 _scatter(Rp, Ri, Bd[2], Bmn)
-                exp_phi123_into(Adn, h, EF3, ws)
-                _copy_cols(EF3, EFF)
+                # F3 from a solve with Abar + L^T L where the laws hold (METHOD.md section 14, "Without F3")
+                solved = ((Lm.shape[0] == 0 or (lawok[0] and lawok[1] and lawok[2]))
+                          and _bordered_inverse(Adn, LL, Xinv, ipiv, h))
+                if solved:
+                    exp_phi12_into(Adn, h, EFF, ws)
+                else:
+                    exp_phi123_into(Adn, h, EF3, ws)
+                    _copy_cols(EF3, EFF)
                 steps.exp2_prepare_inplace(EFF, h)
                 steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
-                exp2_correct_sparse_into(EFF, EF3, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn, Sk, Sk1,
-                                         Dv, CQ, RM[:nx], RM[nx:])
+                if solved:
+                    exp2_correct_sparse_solved_into(EFF, Xinv, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn,
+                                                    Sk, Sk1, Dv, CQ, RM[:nx], RM[nx:])
+                    stats[4] += 1
+                else:
+                    exp2_correct_sparse_into(EFF, EF3, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn, Sk, Sk1,
+                                             Dv, CQ, RM[:nx], RM[nx:])
             elif second:
                 _scatter(Rp, Ri, B1, B1n)
                 linalg.exp_phi12_into(Adn, h, EFF, ws)
@@ -272,9 +346,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
 
 
 @_njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
-                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec, mat, ivec, ivec), cache=True)
+                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec, mat, ivec, ivec, mat), cache=True)
 def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
-                 n_int, stats, dense_max, Rp, Ri, Rsel, X_mid, mid_index, out_cols):
+                 n_int, stats, dense_max, Rp, Ri, Rsel, X_mid, mid_index, out_cols, Lm):
     """March ``S`` over the grid ``t`` (states ``X``) with the exp or exp2 step, sparse Jacobians.
 
     Parameters
@@ -287,8 +361,9 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     method : ``METHOD_EXP`` or ``METHOD_EXP2``.
     Ap, Ai, Bp, Bi : CSR patterns of ``A`` (nx x nx) and ``B`` (nx x np).
     branch, n_int : (K-1,) outputs (the exponential branch, 1).
-    stats : (4,) int64 output: Taylor terms summed (products with ``A``), scaling steps,
-        intervals that took the dense step, and intervals with the midpoint.
+    stats : (5,) int64 output: Taylor terms summed (products with ``A``), scaling steps,
+        intervals that took the dense step, intervals with the midpoint, and those of them
+        corrected without ``F3``.
     dense_max : the dense step is considered on models with at most this many states (its
         ``O(nx^2)`` work arrays are allocated only then).
     Rp, Ri, Rsel : the columns of ``B`` that ``S``'s columns are for: CSR pattern (nx x
@@ -303,6 +378,11 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
         step's local error is ``O(h^3)``; a half step costs about half the step there).
         ``-1``: the plain step.
 
+    Lm : (k, nx), orthonormal rows: the model's conservation laws (:func:`pbsens.model.conservation.
+        shared_left_null_space`; ``k = 0``: none). On dense-step intervals with the midpoint where
+        ``Lm A = 0`` and ``Lm B = 0`` hold at the three points, the correction takes ``F3 c`` from a
+        solve with ``Abar + Lm^T Lm`` (METHOD.md section 14, "Without F3") and ``[E | F1 | F2]``
+        instead of ``[E | F1 | F2 | F3]`` (``stats[4]`` counts them).
     out_cols : (S.shape[1],) the column of ``S_out`` each column of ``S`` is stored in; the other
         columns of ``S_out``'s stored rows are set to zero. All columns: ``arange(S.shape[1])``.
 
@@ -342,8 +422,21 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     CQ = np.empty((2 * nm, np_ if nm else 0))
     RM = np.empty((2 * nm, np_ if nm else 0))
     Dv = np.empty(nA if nm else 0)
-    for q in range(4):
+    # the correction without F3 (dense-step intervals with the midpoint): X, pivots, L^T L
+    Xinv = np.empty((nm, nm))
+    ipiv = np.empty(max(nm, 1), dtype=F_INT_nptype)
+    nl = Lm.shape[0] if nm else 0
+    LL = np.zeros((nm if nl else 0, nm if nl else 0))
+    for l in range(nl):
+        for i in range(nx):
+            li = Lm[l, i]
+            for j in range(nx):
+                LL[i, j] += li * Lm[l, j]
+    lawok = np.zeros(3, dtype=np.int8)
+    lw = np.empty(2 * max(nx, np_))
+    for q in range(stats.shape[0]):
         stats[q] = 0
     return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
                  n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
-                 SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols)
+                 SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm[:nl], LL, Xinv,
+                 ipiv, lawok, lw)
