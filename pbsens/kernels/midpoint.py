@@ -149,6 +149,6 @@ def exp2_correct_sparse_into(EG, EF3, h, Ap, Ai, A0, A1, Am, Abar, B0, B1, Bm, S
 def exp2_correct_sparse_solved_into(EG, X, h, Ap, Ai, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, Dv, CQ, R, M):
     """:func:`exp2_correct_sparse_into` without ``F3``: ``X = (Abar + L^T L)^-1`` with ``L``'s
     orthonormal rows spanning the left null space that every ``A`` and ``B`` share (the
-    model's conservation laws; none: ``X = Abar^-1``), see METHOD.md section 14, "Without F3"."""
+    model's conservation laws), see METHOD.md section 14, "Without F3"."""
     _sparse_products(Ap, Ai, A0, A1, Am, Abar, Sa, Se, Dv, CQ, R, M)
     _finish_solved(EG, X, h, B0, B1, Bm, Se, CQ, R, M)

@@ -168,13 +168,12 @@ def _laws_hold(Lm, P, I, V, w):
 
 @njit(types.boolean(mat, mat, mat, pivot_vec, f8), cache=True, _nrt=False)
 def _bordered_inverse(Adn, LL, Xinv, ipiv, h):
-    """``Xinv = (Adn + LL)^-1`` (``LL = L^T L``; empty: ``Adn^-1``); whether it exists, is finite and
+    """``Xinv = (Adn + LL)^-1`` (``LL = L^T L``); whether it exists, is finite and
     ``||Xinv||_1 <= SOLVE_MAX |h|``."""
     n = Adn.shape[0]
-    with_laws = LL.shape[0] == n
     for i in range(n):
         for j in range(n):
-            Xinv[i, j] = Adn[i, j] + (LL[i, j] if with_laws else 0.0)
+            Xinv[i, j] = Adn[i, j] + LL[i, j]
     if inverse_inplace(Xinv, ipiv) != 0:
         return False
     worst = 0.0
@@ -290,7 +289,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 _scatter(Rp, Ri, B1, B1n)
                 _scatter(Rp, Ri, Bd[2], Bmn)
                 # F3 from a solve with Abar + L^T L where the laws hold (METHOD.md section 14, "Without F3")
-                solved = ((Lm.shape[0] == 0 or (lawok[0] and lawok[1] and lawok[2]))
+                # (only with laws: without them a singular Abar, e.g. of a nonlinear conservation
+                # law, could pass the norm test with a meaningless inverse)
+                solved = (Lm.shape[0] > 0 and lawok[0] and lawok[1] and lawok[2]
                           and _bordered_inverse(Adn, LL, Xinv, ipiv, h))
                 if solved:
                     exp_phi12_into(Adn, h, EFF, ws)
@@ -379,8 +380,8 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
         ``-1``: the plain step.
 
     Lm : (k, nx), orthonormal rows: the model's conservation laws (:func:`pbsens.model.conservation.
-        shared_left_null_space`; ``k = 0``: none). On dense-step intervals with the midpoint where
-        ``Lm A = 0`` and ``Lm B = 0`` hold at the three points, the correction takes ``F3 c`` from a
+        shared_left_null_space`; ``k = 0``: none, and ``F3`` everywhere). On dense-step intervals with
+        the midpoint where ``Lm A = 0`` and ``Lm B = 0`` hold at the three points, the correction takes ``F3 c`` from a
         solve with ``Abar + Lm^T Lm`` (METHOD.md section 14, "Without F3") and ``[E | F1 | F2]``
         instead of ``[E | F1 | F2 | F3]`` (``stats[4]`` counts them).
     out_cols : (S.shape[1],) the column of ``S_out`` each column of ``S`` is stored in; the other
