@@ -34,10 +34,15 @@ LocalCluster of 2 workers, empty chunks; ``benchmarks/bench_batch.py`` prints it
   :data:`WORKERS_TTL` seconds after a batch that succeeded, and asked again after a
   failure; the actors are kept for the client's lifetime;
 * the batch runs in one ``client.sync`` (one hand-over to the client's event loop
-  and back), and the caller's thread sleeps until the results are in.
+  and back), and the caller's thread sleeps until the results are in;
+* a call is one ``actor_execute`` request made here (:class:`_ActorRef`), not through
+  dask's ``Actor`` proxy (which binds to the default client, see there);
+* a call expected to be short runs in the worker's event-loop thread rather than its
+  actor thread (:data:`INLINE_SECONDS`): fewer wake-ups of the worker during the chunk.
 """
 from __future__ import annotations
 
+import os
 import pickle
 import threading
 import time
@@ -46,25 +51,45 @@ from .errors import PbsensError
 from .parallel import _run_chunk
 
 # dask's periodic work, idle, on 2 shared cores (LocalCluster, 2 single-threaded worker
-# processes, CPU ms per second): defaults 54 in the client process (scheduler, nannies)
-# + 43 per worker (statistical profiler every 10 ms, event-loop tick every 20 ms, memory
-# monitor every 100 ms, system monitor); with these settings 12 + 6 per worker. A
-# worker's CPU taken by them is taken from the evaluations.
+# processes): with dask's defaults 54 ms of CPU per second in the client process
+# (scheduler, nannies) + 43 per worker (statistical profiler every 10 ms, event-loop tick
+# every 20 ms, memory monitor every 100 ms, system monitor). Each of those wakes a thread
+# that, on a machine no larger than the cluster, takes a core from an evaluation (and the
+# evaluation refills its caches afterwards). With these settings and the scheduler's checks
+# slowed (:data:`QUIET_SCHEDULER_CHECKS`): 25 -> 11 wake-ups per second in the client process
+# and 8 -> 4 per worker (what remains is mostly the workers' heartbeats, whose interval the
+# scheduler sets).
 QUIET_CONFIG = {
     "distributed.worker.profile.enabled": False,
-    "distributed.admin.tick.interval": "200ms",
+    "distributed.admin.tick.interval": "1s",        # event-loop health check (warns after tick.limit, 3 s)
+    "distributed.admin.tick.cycle": "5s",
     "distributed.worker.memory.monitor-interval": "1s",
     "distributed.admin.system-monitor.interval": "2s",
     "distributed.admin.system-monitor.gil.enabled": False,
+    "distributed.scheduler.active-memory-manager.interval": "10s",
 }
+
+# seconds between the scheduler's idle and no-workers checks in a quiet local cluster
+# (dask: 0.25 s, fixed; they only time out clusters and tasks after a configured timeout)
+QUIET_SCHEDULER_CHECKS = 2.0
+
+
+def _quiet_scheduler(cluster):
+    """Slow the in-process scheduler's fixed 0.25 s checks to :data:`QUIET_SCHEDULER_CHECKS`
+    (where this dask version has them; nothing otherwise)."""
+    callbacks = getattr(getattr(cluster, "scheduler", None), "periodic_callbacks", None) or {}
+    for name in ("idle-timeout", "no-workers-timeout"):
+        pc = callbacks.get(name)
+        if pc is not None and hasattr(pc, "callback_time"):
+            pc.callback_time = max(float(pc.callback_time), 1e3 * QUIET_SCHEDULER_CHECKS)
 
 
 def local_cluster(n_workers=2, *, quiet=True, **kwargs):
     """A ``distributed.LocalCluster`` of ``n_workers`` single-threaded worker processes.
 
     ``quiet=True`` starts it with :data:`QUIET_CONFIG` (no statistical profiler, slower
-    event-loop ticks and monitors), which leaves the workers' CPU to the work; the
-    dashboard is off unless ``dashboard_address`` is given. Other keywords go to
+    event-loop ticks, monitors and scheduler checks), which leaves the workers' CPU to the
+    work; the dashboard is off unless ``dashboard_address`` is given. Other keywords go to
     ``LocalCluster``. Use it with ``distributed.Client(cluster, direct_to_workers=True)``.
     """
     try:
@@ -77,7 +102,10 @@ def local_cluster(n_workers=2, *, quiet=True, **kwargs):
     kw = dict(threads_per_worker=1, processes=True, dashboard_address=None)
     kw.update(kwargs)
     with dask.config.set(QUIET_CONFIG if quiet else {}):
-        return distributed.LocalCluster(n_workers=n_workers, **kw)
+        cluster = distributed.LocalCluster(n_workers=n_workers, **kw)
+    if quiet:
+        _quiet_scheduler(cluster)
+    return cluster
 
 
 def _resolve_client(client, n_workers):
@@ -161,7 +189,21 @@ def _dask_run(client, fn, context, chunks, poll=None):
 
 
 # ---- resident dispatch: one dask Actor per worker, called directly (no task graph)
-_RESIDENT = {}          # client id -> (client, {worker address: actor})
+_RESIDENT = {}          # client id -> (client, {worker address: _ActorRef})
+
+# A resident call expected to take at most this many seconds (its items times the seconds
+# per item of the actor's last call) runs in the worker's event-loop thread instead of its
+# actor thread; 0 turns this off. A call in the actor thread costs the worker's event loop
+# wake-ups while the chunk runs: the hand-over to the thread and back, and the GIL switches
+# between the two threads (measured: about 4 voluntary context switches of the loop thread
+# per call against 1 inline; a batch of 64 Boehm evaluations on 2 workers 1-2 ms faster of
+# 48-53). A longer call stays in the thread: a blocked event loop delays the worker's
+# heartbeats and dask warns about it after 3 s. The estimate is per function (a first call
+# of a function on an actor runs in the thread). Never inline on a worker in the client's own
+# process (``processes=False``), whose event loop the other workers and the client share. A
+# function that itself waits on its worker's event loop (dask calls from inside the chunk)
+# needs ``INLINE_SECONDS = 0``.
+INLINE_SECONDS = 0.5
 _RESIDENT_LOCK = threading.Lock()
 
 
@@ -182,20 +224,24 @@ def _call_payload(fn, context, chunks):
 
 
 class _Resident:
-    """A dask Actor living on one worker: runs chunks in that worker's actor thread.
+    """A dask Actor living on one worker: runs chunks in that worker's actor thread, or in
+    its event-loop thread when the client asks for it (short calls, see :data:`INLINE_SECONDS`).
 
     Calls to an actor go from the client to its worker (or through the scheduler's
     proxy when the client is not ``direct_to_workers``) as one RPC each: no task is
     added to the scheduler's graph, no worker-to-scheduler state messages, no second
     round trip to fetch the result. The problems and models that chunks build stay in
-    this worker's cache (:func:`worker_problem`), keyed by the actor thread, which
-    lives as long as the worker. Arguments and results travel as one pickled byte
-    string each (see the module's notes).
+    this worker's cache (:func:`worker_problem`), keyed by the thread (the actor thread
+    and the event-loop thread live as long as the worker). Arguments and results travel
+    as one pickled byte string each (see the module's notes); the reply also carries the
+    worker's process id and the seconds the call took.
     """
 
     def run(self, payload):
+        t = time.perf_counter()
         fn, context, chunks = pickle.loads(payload)
-        return _dumps([_run_chunk(fn, context, items) for items in chunks])
+        out = [_run_chunk(fn, context, items) for items in chunks]
+        return _dumps((os.getpid(), time.perf_counter() - t, out))
 
 
 WORKERS_TTL = 1.0       # seconds a client's worker list is reused after a batch that succeeded
@@ -235,10 +281,58 @@ def _forget_workers(client):
 ACTOR_START_TIMEOUT = 120   # seconds for a worker to take its actor (it may be busy with a task)
 
 
+class _ActorRef:
+    """A :class:`_Resident` actor as one client holds it: the client's future of the actor
+    (which keeps it on its worker) and direct calls to it.
+
+    Not dask's ``Actor`` proxy: that binds itself to the process's *default* client when it
+    is unpickled, so with two clients in one process (two clusters) the actor of the other
+    one was held by the wrong client, released by its own, and the next call waited forever
+    for a reply (the worker answered the call with ``KeyError``, which the proxy drops).
+    Here a call is one ``actor_execute`` request to the worker (through the scheduler
+    unless the client is ``direct_to_workers``) and any error it meets is raised.
+    """
+
+    __slots__ = ("client", "address", "future", "pid", "per_item")
+
+    def __init__(self, client, address, future):
+        self.client, self.address, self.future = client, address, future
+        self.pid = None         # the worker's process id, from the first reply
+        self.per_item = {}      # function -> seconds per item of its last call here
+
+    def inline(self, fn, n_items):
+        """Run a call of ``fn`` on ``n_items`` items in the worker's event-loop thread? Only on
+        a worker in another process, and when the last call of ``fn`` here says it is short."""
+        last = self.per_item.get(_fn_key(fn))
+        return (last is not None and self.pid is not None and self.pid != os.getpid()
+                and last * n_items <= INLINE_SECONDS)
+
+    def learn(self, fn, pid, seconds, n_items):
+        self.pid = pid
+        self.per_item[_fn_key(fn)] = seconds / max(1, n_items)
+
+    async def run(self, payload, separate_thread=True):
+        from distributed.protocol import to_serialize
+        if self.client.direct_to_workers:
+            rpc = self.client.rpc(self.address)
+        else:
+            from distributed.actor import ProxyRPC
+            rpc = ProxyRPC(self.client.scheduler, self.address)
+        msg = await rpc.actor_execute(actor=self.future.key, function="run", args=[to_serialize(payload)],
+                                      kwargs={"separate_thread": separate_thread})
+        if msg.get("status") != "OK":
+            raise msg.get("exception") or PbsensError(f"resident actor call failed: {msg!r}")
+        return msg["result"]
+
+
+def _fn_key(fn):
+    return getattr(fn, "__module__", None), getattr(fn, "__qualname__", None) or repr(fn)
+
+
 def _resident_actors(client, addresses):
-    """``(addresses, actors)``: one :class:`_Resident` actor per worker address, created on
-    first use and kept (per client) until its worker leaves the cluster or fails a call; a
-    worker that does not take its actor in time is left out of this call."""
+    """``(addresses, actors)``: one :class:`_Resident` actor (an :class:`_ActorRef`) per worker
+    address, created on first use and kept (per client) until its worker leaves the cluster or
+    fails a call; a worker that does not take its actor in time is left out of this call."""
     with _RESIDENT_LOCK:
         for cid in [k for k, v in _RESIDENT.items() if v[0].status not in ("running", "connecting", "newly-created")]:
             del _RESIDENT[cid]      # closed clients
@@ -248,12 +342,17 @@ def _resident_actors(client, addresses):
             del actors[a]           # workers gone (a restarted worker has a new address)
     missing = [a for a in addresses if a not in actors]
     if missing:
+        import distributed
         futs = [client.submit(_Resident, actor=True, workers=[a], allow_other_workers=False, pure=False)
                 for a in missing]
+        try:
+            distributed.wait(futs, timeout=ACTOR_START_TIMEOUT)
+        except Exception:  # noqa: BLE001 - timed out: keep the actors that were placed
+            pass
         for a, f in zip(missing, futs):
-            try:
-                actors[a] = f.result(timeout=ACTOR_START_TIMEOUT)
-            except Exception:  # noqa: BLE001 - the worker left while its actor was being placed
+            if f.status == "finished":
+                actors[a] = _ActorRef(client, a, f)
+            else:           # the worker left while its actor was being placed, or is busy
                 f.cancel()
     ready = [a for a in addresses if a in actors]
     if not ready:
@@ -276,13 +375,15 @@ async def _resident_async(actors, fn, context, chunks, in_flight, poll):
     import asyncio
     results = [None] * len(chunks)
     todo = list(range(len(chunks)))[::-1]
-    running = {}                       # asyncio future -> (actor index, [chunk numbers])
+    running = {}                       # asyncio future -> (actor index, [chunk numbers], items)
     alive = set(range(len(actors)))
 
     def start(k):
         group = [todo.pop()]
-        fut = asyncio.ensure_future(actors[k].run(_call_payload(fn, context, [chunks[c] for c in group])))
-        running[fut] = (k, group)
+        n = sum(len(chunks[c]) for c in group)
+        fut = asyncio.ensure_future(actors[k].run(_call_payload(fn, context, [chunks[c] for c in group]),
+                                                  separate_thread=not actors[k].inline(fn, n)))
+        running[fut] = (k, group, n)
 
     for _ in range(in_flight):
         for k in range(len(actors)):
@@ -294,14 +395,15 @@ async def _resident_async(actors, fn, context, chunks, in_flight, poll):
         if poll is not None:
             poll()
         for fut in done:
-            k, group = running.pop(fut)
+            k, group, n = running.pop(fut)
             try:
-                res = pickle.loads(fut.result())
+                pid, seconds, res = pickle.loads(fut.result())
             except Exception as exc:  # noqa: BLE001 - the worker died or is unreachable
                 alive.discard(k)
                 for c in group:
                     results[c] = ("died", f"{type(exc).__name__}: {exc}")
                 continue
+            actors[k].learn(fn, pid, seconds, n)
             for c, r in zip(group, res):
                 results[c] = r
             if todo and k in alive:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -71,6 +72,9 @@ def test_resident_evaluate_many_equals_serial_in_input_order(boehm, threads_clus
 
 def test_resident_order_failures_and_bad_dispatch(threads_cluster):
     client = threads_cluster
+    for _ in range(2):      # workers in this process: never in their (the shared) event loop
+        names = parallel.map_tasks(_thread_name, 0.0, [1, 2], client=client, dispatch="resident")
+        assert all(n != threading.current_thread().name for n in names) and "MainThread" not in names
     items = [40, 0, 30, 1, 20, 2, 10, 3, 0]
     out = parallel.map_tasks(_slow_divmod, 100, items, client=client, chunk_size=1, dispatch="resident")
     for k, (it, r) in enumerate(zip(items, out)):
@@ -81,6 +85,25 @@ def test_resident_order_failures_and_bad_dispatch(threads_cluster):
             assert r == divmod(100, it)
     with pytest.raises(PbsensError, match="'dispatch'"):
         parallel.map_tasks(divmod, 7, [1], client=client, dispatch="actors")
+
+
+def test_resident_on_a_client_that_is_not_the_default_one():
+    """Two clusters and clients in one process: the first client's actors stay its own (dask's
+    Actor proxy bound them to the default client, the second, and the call never returned)."""
+    kw = dict(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+    with distributed.LocalCluster(**kw) as ca, distributed.Client(ca) as a, \
+            distributed.LocalCluster(**kw) as cb, distributed.Client(cb) as b:
+        assert distributed.get_client() is b
+        out = {}
+
+        def run():
+            for name, c in (("a", a), ("b", b), ("a2", a)):
+                out[name] = parallel.map_tasks(divmod, 7, [1, 2, 3], client=c, dispatch="resident")
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(120)
+        assert not t.is_alive(), "a resident call did not return"
+        assert out == {k: [(7, 0), (3, 1), (2, 1)] for k in ("a", "b", "a2")}
 
 
 def test_auto_uses_tasks_on_multithreaded_workers():
@@ -109,3 +132,49 @@ def test_resident_worker_killed_mid_batch_is_reported_and_replaced():
             assert again == [2 * i for i in items]
     finally:
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def _thread_name(context, item):
+    time.sleep(context)
+    return threading.current_thread().name
+
+
+def _periodic_ms(dask_worker=None, dask_scheduler=None):
+    server = dask_worker if dask_worker is not None else dask_scheduler
+    return {k: float(pc.callback_time) for k, pc in server.periodic_callbacks.items()}
+
+
+def test_local_cluster_quiet_settings_reach_scheduler_and_workers():
+    with parallel.local_cluster(1) as cluster, distributed.Client(cluster, direct_to_workers=True) as client:
+        sched = cluster.scheduler.periodic_callbacks
+        assert sched["idle-timeout"].callback_time == sched["no-workers-timeout"].callback_time \
+            == 1e3 * dask_backend.QUIET_SCHEDULER_CHECKS
+        assert sched["tick"].callback_time == 1000.0
+        (ms,) = client.run(_periodic_ms).values()          # the worker process got the config
+        assert ms["tick"] == 1000.0 and "profile" not in ms
+        assert client.run(lambda: __import__("dask").config.get("distributed.admin.tick.interval")) \
+            == {a: "1s" for a in client.scheduler_info()["workers"]}
+        # short calls of a function run in the worker's event-loop thread once a call of it there
+        # was timed; the first call, and calls the last one says are long, in the actor thread
+        import cloudpickle
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        try:
+            old = dask_backend.INLINE_SECONDS
+            dask_backend.INLINE_SECONDS = 0.001     # 2 items x 10 ms: long
+            try:
+                for _ in range(2):
+                    slow = parallel.map_tasks(_thread_name, 0.01, [1, 2], client=client, dispatch="resident")
+                    assert "MainThread" not in slow
+            finally:
+                dask_backend.INLINE_SECONDS = old
+            fast = parallel.map_tasks(_thread_name, 0.0, [1, 2], client=client, dispatch="resident")
+            assert fast == ["MainThread"] * 2
+        finally:
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    import dask
+    assert dask.config.get("distributed.admin.tick.interval") != "1s"   # the caller's config is untouched
+    with parallel.local_cluster(1, quiet=False, processes=False) as cluster:
+        sched = cluster.scheduler.periodic_callbacks
+        assert sched["idle-timeout"].callback_time == 250
+        assert sched["tick"].callback_time == 1e3 * dask.utils.parse_timedelta(
+            dask.config.get("distributed.admin.tick.interval"))
