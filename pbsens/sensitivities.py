@@ -18,7 +18,7 @@ from .kernels import codes
 from .model.model import check_model
 from .result import BRANCH_NAMES, SensitivityResult
 from .solvers import Trajectory, check_t_eval, merge_grid, solve_states
-from .solvers.refine import child_plan, gap_ends, lone_points, midpoint_plan, refine_grid
+from .solvers.refine import child_plan, gap_ends, midpoint_plan, refine_grid, without_lone_points
 from .threads import limit_blas_threads
 
 __all__ = ["sensitivities", "METHODS", "DEFAULT_SUBSTEPS"]
@@ -516,13 +516,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     if sens_rtol is None:
         plan_in = None if parent_plan is None else child_plan(parent_plan, t)
         mid = None
-        if use_mid:
-            # an output interval holding one solver point is marched in one corrected step
-            # (METHOD.md section 14, "Output intervals in one step")
-            stops = getattr(trajectory, "tstops", None)
-            lone = lone_points(t, out_index, getattr(sol, "ts", t), None if stops is None else np.isin(t, stops))
-            if lone.any():
-                t, x, out_index = t[~lone], x[~lone], out_index[~lone]
+        if use_mid:      # an output interval holding one solver point is one corrected step
+            t, x, out_index = without_lone_points(t, x, out_index, sol, getattr(trajectory, "tstops", None))
             mid = midpoint_plan(t, sol, substeps)
         S_out, branch, n_int, reused = run(t, x, out_index, t_out.size, plan_in=plan_in, gap_end=gap_end, mid=mid)
         timings["sensitivities"] = time.perf_counter() - t0

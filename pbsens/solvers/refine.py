@@ -209,6 +209,16 @@ def lone_points(t, out_index, steps, keep=None):
     return lone
 
 
+def without_lone_points(t, x, out_index, sol, tstops=None):
+    """The grid ``t`` (states ``x``, ``out_index``) less its :func:`lone_points` (the accepted steps
+    from ``sol.ts``, the stops ``tstops`` kept): METHOD.md section 14, "Output intervals in one step"."""
+    keep = None if tstops is None else np.isin(t, tstops)
+    lone = lone_points(t, out_index, getattr(sol, "ts", t), keep)
+    if not lone.any():
+        return t, x, out_index
+    return t[~lone], x[~lone], out_index[~lone]
+
+
 def gap_ends(t, t_gaps):
     """Per interval of the refined grid ``t``, the index in ``t`` of the end of the gap of
     ``t_gaps`` (a subset of ``t``) it lies in."""
