@@ -36,6 +36,7 @@ from numba import njit, types
 import math
 
 from . import expmv, linalg, steps
+from .dense import norm1_rowwise
 from .lapack import F_INT_nptype, inverse_inplace, pivot_vec
 from .midpoint import exp2_correct_sparse_into, exp2_correct_sparse_solved_into
 from .phi import exp_phi12_into, exp_phi123_into
@@ -166,25 +167,17 @@ def _laws_hold(Lm, P, I, V, w):
     return True
 
 
-@njit(types.boolean(mat, mat, mat, pivot_vec, f8), cache=True, _nrt=False)
-def _bordered_inverse(Adn, LL, Xinv, ipiv, h):
+@njit(types.boolean(mat, mat, mat, pivot_vec, f8, vec), cache=True, _nrt=False)
+def _bordered_inverse(Adn, LL, Xinv, ipiv, h, colsum):
     """``Xinv = (Adn + LL)^-1`` (``LL = L^T L``); whether it exists, is finite and
-    ``||Xinv||_1 <= SOLVE_MAX |h|``."""
+    ``||Xinv||_1 <= SOLVE_MAX |h|`` (``colsum``: work, length ``n``)."""
     n = Adn.shape[0]
     for i in range(n):
         for j in range(n):
             Xinv[i, j] = Adn[i, j] + LL[i, j]
     if inverse_inplace(Xinv, ipiv) != 0:
         return False
-    worst = 0.0
-    for j in range(n):
-        col = 0.0
-        for i in range(n):
-            col += abs(Xinv[i, j])
-        if col != col:
-            return False
-        worst = max(worst, col)
-    return worst <= SOLVE_MAX * abs(h)
+    return norm1_rowwise(Xinv, colsum) <= SOLVE_MAX * abs(h)       # False for NaN
 
 
 @njit(i8(ivec, ivec, vec, vec, vec, ivec, ivec, vec, vec, vec, f8, mat, mat, mat, mat, mat, vec),
@@ -292,7 +285,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 # (only with laws: without them a singular Abar, e.g. of a nonlinear conservation
                 # law, could pass the norm test with a meaningless inverse)
                 solved = (Lm.shape[0] > 0 and lawok[0] and lawok[1] and lawok[2]
-                          and _bordered_inverse(Adn, LL, Xinv, ipiv, h))
+                          and _bordered_inverse(Adn, LL, Xinv, ipiv, h, lw[:nx]))
                 if solved:
                     exp_phi12_into(Adn, h, EFF, ws)
                 else:

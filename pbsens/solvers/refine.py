@@ -201,7 +201,7 @@ def lone_points(t, out_index, steps, keep=None):
     elif k.size:
         # the step ending at or holding t[k], and the step starting there (the same one when t[k]
         # is inside a step)
-        j = np.clip(np.searchsorted(steps, t[k]), 1, max(steps.size - 1, 1))
+        j = np.clip(np.searchsorted(steps, t[k]), 1, steps.size - 1)
         h_left = steps[j] - steps[j - 1]
         after = np.minimum(j + 1, steps.size - 1)
         h_right = np.where((steps[j] == t[k]) & (after > j), steps[after] - steps[j], h_left)
