@@ -662,24 +662,27 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         error_matrix=E_mat)
 
 
-#: Models with at most this many states march without BLAS: every product's inner
-#: dimension (``nx``, or ``2 nx`` for the stacked exponential step) is at most
-#: ``pbsens.kernels.blas.TILES_MAX_K`` (256), which the register tiles do.
-_BLAS_FREE_STATES = 128
+#: Models with at most this many states march without BLAS: the dense path (the sparse one,
+#: from ``sparse_path.SPARSE_MIN_STATES``, inverts with LAPACK), whose products' inner
+#: dimensions (``nx``, ``2 nx``) the register tiles do (``kernels.blas.TILES_MAX_K``).
+_BLAS_FREE_STATES = 59
 
 
 def _blas_free(model, args, kwargs):
     """Whether a call of :func:`sensitivities` runs no BLAS routine that could start threads.
 
-    True for a small model (``_BLAS_FREE_STATES``) whose states come from the compiled
-    Rodas5P (solved here, ``solver="rodas5p"``, or a Rodas5P Trajectory; its LU is pbsens's
-    own, and so is any re-solve for ``state_error``). Then the BLAS thread limit, ~0.1 ms
-    per call when BLAS runs several threads (numpy's and scipy's OpenBLAS both loaded), is
-    skipped. Every other call keeps the limit.
+    True for a small model (``_BLAS_FREE_STATES``, not forced onto the sparse path) whose
+    states come from the compiled Rodas5P (solved here, ``solver="rodas5p"``, or a Rodas5P
+    Trajectory; its LU is pbsens's own, and so is any re-solve for ``state_error``). Then
+    the BLAS thread limit (~0.1 ms per call) is skipped. Every other call keeps it: without
+    it, LAPACK's LU on the sparse path woke OpenBLAS's second thread, which then spun on the
+    other core for the whole pass (Lang: 6.4 s of CPU for 3.3 s of wall time).
     """
     n = getattr(model, "n_states", None)
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n > _BLAS_FREE_STATES:
         return False                     # not a model: the checks inside report it
+    if kwargs.get("linalg", "auto") not in ("auto", "dense"):
+        return False                     # forced sparse (or invalid: the checks inside report it)
     trajectory = args[0] if args else kwargs.get("trajectory")
     if trajectory is None:
         return kwargs.get("solver", _DEFAULT_SOLVER) == "rodas5p"
