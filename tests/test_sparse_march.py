@@ -161,3 +161,32 @@ def test_nonfinite_jacobians_raise_on_the_sparse_path(tmp_path):
     x = np.array([[1.0], [0.9], [0.5], [0.45], [0.4]])
     with pytest.raises(PbsensError, match="NaN"):
         sensitivities(m, (t, x), method="exp2", linalg="sparse")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rho_lower_bound_is_below_the_spectral_radius(seed):
+    # the march skips the action's plan where its cheapest conceivable cost, bounded below
+    # through sqrt(|tr M^2| / n) <= rho(M), already exceeds the dense step's
+    from scipy.sparse import csr_matrix
+    from pbsens.kernels.sparse_march import _transpose_positions, rho_lower_bound
+    rng = np.random.default_rng(seed)
+    n = 30
+    M = rng.standard_normal((n, n)) * (rng.random((n, n)) < 0.15)
+    M[np.diag_indices(n)] = -np.abs(rng.standard_normal(n)) * 10.0 ** rng.integers(0, 6, n)
+    if seed % 2:
+        M -= M.T                                   # complex spectrum, tr M^2 of mixed signs
+    C = csr_matrix(M)
+    C.sort_indices()
+    Ap, Ai, Ad = (np.ascontiguousarray(a, dtype=d) for a, d in ((C.indptr, np.int64), (C.indices, np.int64),
+                                                                   (C.data, np.float64)))
+    tpos = _transpose_positions(Ap, Ai)
+    for e in range(Ai.size):                       # (i, j) -> (j, i), or -1
+        i = np.searchsorted(Ap, e, side="right") - 1
+        j = Ai[e]
+        assert (tpos[e] < 0) == (M[j, i] == 0.0) and (tpos[e] < 0 or Ai[tpos[e]] == i)
+    lb = rho_lower_bound(Ap, Ai, Ad, tpos)
+    mu = np.trace(M) / n
+    rho = min(np.abs(np.linalg.eigvals(M)).max(), np.abs(np.linalg.eigvals(M - mu * np.eye(n))).max())
+    assert 0.0 < lb <= rho * (1 + 1e-12)
+    assert np.isclose(lb, np.sqrt(min(abs(np.trace(M @ M)), abs(np.trace((M - mu * np.eye(n)) @ (M - mu * np.eye(n)))))
+                                  / n), rtol=1e-12)

@@ -58,6 +58,9 @@ _DENSE_THETA = 1.7420152406697095
 #: bump's term, is at most 1e-5 of it (METHOD.md section 14, "Without F3"); otherwise
 #: ``[E | F1 | F2 | F3]``. The bump's term is itself a correction, below the plain step's error.
 SOLVE_MAX = 1e-5 / (8.0 * 2.0 ** -53)
+#: Every plan of the action has ``m s >= MS_PER_RHO h rho`` (``rho``: the spectral radius of the
+#: shifted ``A``): the smallest ``m / theta_m`` of :data:`expmv.THETA` (55 / 9.9).
+MS_PER_RHO = float(np.min(expmv.THETA_M / expmv.THETA))
 #: ``|L b| <= LAW_TOL ||b||`` for every column ``b`` of ``A`` and ``B``: the laws hold at a point.
 LAW_TOL = 1e-9
 
@@ -133,6 +136,40 @@ def _scatter(indptr, indices, data, M):
             M[i, indices[k]] = data[k]
 
 
+@njit(ivec(ivec, ivec), cache=True)
+def _transpose_positions(indptr, indices):
+    """Per entry ``(i, j)`` of the CSR pattern, the position of ``(j, i)`` (-1: not in the pattern)."""
+    tpos = np.full(indices.shape[0], -1, dtype=np.int64)
+    for i in range(indptr.shape[0] - 1):
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            for f in range(indptr[j], indptr[j + 1]):
+                if indices[f] == i:
+                    tpos[e] = f
+                    break
+    return tpos
+
+
+@njit(f8(ivec, ivec, vec, ivec), cache=True, _nrt=False)
+def rho_lower_bound(indptr, indices, data, tpos):
+    """A lower bound of the spectral radius of ``A`` and of ``A - (tr A / n) I`` (the action's
+    shift): ``sqrt(|tr M^2| / n)`` of each, the smaller (``|sum lambda^2| <= n rho^2``);
+    ``tr A^2 = sum_ij A_ij A_ji`` from the transposed positions ``tpos``. NaN for NaN input."""
+    n = indptr.shape[0] - 1
+    tr = 0.0
+    tr2 = 0.0
+    for i in range(n):
+        for e in range(indptr[i], indptr[i + 1]):
+            f = tpos[e]
+            if f >= 0:
+                tr2 += data[e] * data[f]
+            if indices[e] == i:
+                tr += data[e]
+    if n == 0:
+        return 0.0
+    return math.sqrt(min(abs(tr2), abs(tr2 - tr * tr / n)) / n)
+
+
 @njit(f8(ivec, ivec, vec, vec), cache=True, _nrt=False)
 def _csr_norm1(indptr, indices, data, colsum):
     return expmv.csr_norm1_shifted(indptr, indices, data, 0.0, colsum)
@@ -194,11 +231,11 @@ def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, Sa, Se, T, T2, TT, d
 
 @njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
          tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat,
-         ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat, vec, ivec, mat, mat, mat, pivot_vec, i8vec, vec),
-      cache=True, _nrt=False)
+         ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat, vec, ivec, mat, mat, mat, pivot_vec, i8vec, vec,
+         ivec), cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
           stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n,
-          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm, LL, Xinv, ipiv, lawok, lw):
+          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm, LL, Xinv, ipiv, lawok, lw, tpos):
     # with mid_index[k] >= 0 (exp2) the interval gets the midpoint correction (METHOD.md section 14):
     # Ad[2], Bf[2], Bd[2] hold A, B at its midpoint X_mid[mid_index[k]]; SS[4] is the state between
     # the two half steps of the action branch (SS[5]: the whole step), RM and Dv the correction's work arrays
@@ -257,16 +294,28 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 lawok[2] = (_laws_hold(Lm, Ap, Ai, Ad[2], lw[:2 * nx])
                             and _laws_hold(Lm, Rp, Ri, Bd[2], lw[:2 * np_]))
             stats[3] += 1
-        mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_, TT, dwork)
         use_dense = False
-        if dense_max >= nx and s > 0:
+        planned = True
+        mu, gsc, m, s = 0.0, 1.0, 0, 1
+        cost_dense = 0.0
+        if dense_max >= nx:
             nrm = h * _csr_norm1(Ap, Ai, Ause, TT[0])
             sd = 0.0
             if nrm > _DENSE_THETA:
                 sd = math.ceil(math.log2(nrm / _DENSE_THETA))
             cost_dense = (7.0 + 3.0 * sd) * nx ** 3 + 3.0 * nx * nx * np_
-            cost_sparse = SPARSE_WEIGHT * float(m) * float(s) * (Ai.shape[0] + 2.0 * nx) * np_
-            use_dense = cost_dense < cost_sparse
+            # no plan (its norm estimates cost O(nnz np) per power) where even the cheapest
+            # conceivable one, m s = MS_PER_RHO h rho, costs more than the dense step
+            floor = (SPARSE_WEIGHT * MS_PER_RHO * h * rho_lower_bound(Ap, Ai, Ause, tpos)
+                     * (Ai.shape[0] + 2.0 * nx) * np_)
+            if nrm < np.inf and cost_dense < floor:
+                use_dense = True
+                planned = False
+        if planned:
+            mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_, TT, dwork)
+            if dense_max >= nx and s > 0:
+                cost_sparse = SPARSE_WEIGHT * float(m) * float(s) * (Ai.shape[0] + 2.0 * nx) * np_
+                use_dense = cost_dense < cost_sparse
         if s == 0:
             for i in range(nx):
                 for j in range(np_):
@@ -430,7 +479,8 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     lw = np.empty(2 * max(nx, np_))
     for q in range(stats.shape[0]):
         stats[q] = 0
+    tpos = _transpose_positions(Ap, Ai) if nd else np.empty(0, dtype=np.int64)
     return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
                  n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
                  SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm[:nl], LL, Xinv,
-                 ipiv, lawok, lw)
+                 ipiv, lawok, lw, tpos)
