@@ -66,7 +66,7 @@ class SparseRunner:
         else:
             self._jxd = _Compiled(self.sj.jxd, vector_fn_sig)
             self._jpd = _Compiled(self.sj.jpd, vector_fn_sig)
-        self.stats = np.zeros(5, dtype=np.int64)
+        self.stats = np.zeros(6, dtype=np.int64)
         self._laws = None                # conservation laws, found on the first call that can use them
 
     def __call__(self, t, x, p, S, out_index, S_out, branch, n_int, method_code, cols=None, mid=None):
@@ -95,6 +95,7 @@ class SparseRunner:
             from .model.conservation import shared_left_null_space
             self._laws = shared_left_null_space(self.model, p)
         laws = self._laws if self._laws is not None else np.zeros((0, nx))
+        dep, K = self._eliminated(laws, t, x, p)
         for _ in range(_MAX_EXTEND + 1):
             sj = self.sj
             active, Rp, Ri, Rsel = _reduced_pattern(sj.Bp, sj.Bi, cols, nonzero_start)
@@ -112,7 +113,7 @@ class SparseRunner:
             status = sparse_march(self._jacs, self._jxd, self._jpd, 1 if sj.gather else 0, t, x, p, c, S_run,
                                   out_index, method_code, sj.Ap, sj.Ai, sj.Bp, sj.Bi, S_out_run, branch, n_int,
                                   self.stats, DENSE_STEP_MAX_STATES, Rp, Ri, Rsel, X_mid, mid_index, active,
-                                  laws)
+                                  laws, dep, K)
             if status > -2:
                 if not direct:
                     S_out[...] = S_out_run
@@ -123,6 +124,26 @@ class SparseRunner:
             self.sj = extend(self.model, sj, t[k], x[k], p)
         raise PbsensError(f"model {self.model.name!r}: the Jacobians' sparsity pattern kept changing along the "
                           "trajectory; use linalg='dense'")
+
+
+    #: Take the dense exp2 steps in the coordinates the conservation laws leave (pbsens.kernels.reduced).
+    reduce_laws = True
+
+    def _eliminated(self, laws, t, x, p, points=5):
+        """``(dep, K)`` of :func:`pbsens.model.conservation.dependent_states` for the laws, the fastest
+        states (largest ``|A_jj|`` at ``points`` grid points) avoided; empty without laws."""
+        nx = self.model.n_states
+        if laws.shape[0] == 0 or not self.reduce_laws or t.size == 0:
+            return np.zeros(0, np.int64), np.zeros((0, max(nx - laws.shape[0], 0)))
+        from .model.conservation import dependent_states
+        rate = np.zeros(nx)
+        A = np.empty((nx, nx))
+        B = np.empty((nx, self.model.n_params))
+        for k in np.unique(np.linspace(0, t.size - 1, points).astype(np.int64)):
+            self.model.fns.jacs_into(float(t[k]), np.ascontiguousarray(x[k]), p, self.model.constants, A, B)
+            rate = np.maximum(rate, np.abs(np.diag(A)))
+        dep, _, K = dependent_states(laws, rate)
+        return dep, np.ascontiguousarray(K)
 
 
 def _reduced_pattern(Bp, Bi, cols, nonzero_start):

@@ -40,6 +40,7 @@ from .dense import norm1_rowwise
 from .lapack import F_INT_nptype, inverse_inplace, pivot_vec
 from .midpoint import exp2_correct_sparse_into, exp2_correct_sparse_solved_into
 from .phi import exp_phi12_into, exp_phi123_into
+from .reduced import P_SLICES, R_SLICES, reduced_exp2_into
 from .codes import BRANCH_EXP, BRANCH_EXP2, METHOD_EXP2
 from .march import _copy_cols, _njit_quiet
 from .signatures import f8, i8vec, ivec, jacs_fn, mat, tens, vec, vector_fn
@@ -232,10 +233,11 @@ def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, Sa, Se, T, T2, TT, d
 @njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
          tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat,
          ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat, vec, ivec, mat, mat, mat, pivot_vec, i8vec, vec,
-         ivec), cache=True, _nrt=False)
+         ivec, ivec, ivec, ivec, ivec, mat, mat, tens, tens, tens, mat, tens, pivot_vec), cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
           stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n,
-          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm, LL, Xinv, ipiv, lawok, lw, tpos):
+          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm, LL, Xinv, ipiv, lawok, lw, tpos,
+          ind, dep, rpos, dpos, Kd, LDinv, ZT, RW, RP, EFFr, wsr, ipivr):
     # with mid_index[k] >= 0 (exp2) the interval gets the midpoint correction (METHOD.md section 14):
     # Ad[2], Bf[2], Bd[2] hold A, B at its midpoint X_mid[mid_index[k]]; SS[4] is the state between
     # the two half steps of the action branch (SS[5]: the whole step), RM and Dv the correction's work arrays
@@ -321,42 +323,51 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 for j in range(np_):
                     Sk1[i, j] = np.nan
         elif use_dense:
-            # the dense march's step on the scattered matrices (pbsens.kernels.march)
-            _scatter(Ap, Ai, Ause, Adn)
-            for i in range(nx):
-                for j in range(np_):
-                    SBd[i, j] = Sk[i, j]
-            _scatter(Rp, Ri, B0, SBd[nx:])
-            if mid:
-                _scatter(Rp, Ri, B1, B1n)
-                _scatter(Rp, Ri, Bd[2], Bmn)
-                # F3 from a solve with Abar + L^T L where the laws hold (METHOD.md section 14, "Without F3")
-                # (only with laws: without them a singular Abar, e.g. of a nonlinear conservation
-                # law, could pass the norm test with a meaningless inverse)
-                solved = (Lm.shape[0] > 0 and lawok[0] and lawok[1] and lawok[2]
-                          and _bordered_inverse(Adn, LL, Xinv, ipiv, h, lw[:nx]))
-                if solved:
-                    exp_phi12_into(Adn, h, EFF, ws)
-                else:
-                    exp_phi123_into(Adn, h, EF3, ws)
-                    _copy_cols(EF3, EFF)
-                steps.exp2_prepare_inplace(EFF, h)
-                steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
-                if solved:
-                    exp2_correct_sparse_solved_into(EFF, Xinv, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn,
-                                                    Sk, Sk1, Dv, CQ, RM[:nx], RM[nx:])
+            # in the coordinates the conservation laws leave where they hold (pbsens.kernels.reduced)
+            red = (second and dep.shape[0] > 0 and lawok[0] and lawok[1] and (lawok[2] or not mid)
+                   and reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Ad[2], Rp, Ri, B0, B1, Bd[2], Sk, Sk1, ind, dep,
+                                         rpos, dpos, Kd, Lm, LDinv, ZT, RW, RP, EFFr, wsr, ipivr, SOLVE_MAX))
+            if red:
+                stats[5] += 1
+                if mid:
                     stats[4] += 1
-                else:
-                    exp2_correct_sparse_into(EFF, EF3, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn, Sk, Sk1,
-                                             Dv, CQ, RM[:nx], RM[nx:])
-            elif second:
-                _scatter(Rp, Ri, B1, B1n)
-                linalg.exp_phi12_into(Adn, h, EFF, ws)
-                steps.exp2_prepare_inplace(EFF, h)
-                steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
             else:
-                linalg.exp_phi1_into(Adn, h, EF, ws)
-                steps.exp_step_stacked_into(EF, SBd, Sk1)
+                # the dense march's step on the scattered matrices (pbsens.kernels.march)
+                _scatter(Ap, Ai, Ause, Adn)
+                for i in range(nx):
+                    for j in range(np_):
+                        SBd[i, j] = Sk[i, j]
+                _scatter(Rp, Ri, B0, SBd[nx:])
+                if mid:
+                    _scatter(Rp, Ri, B1, B1n)
+                    _scatter(Rp, Ri, Bd[2], Bmn)
+                    # F3 from a solve with Abar + L^T L where the laws hold (METHOD.md section 14, "Without F3")
+                    # (only with laws: without them a singular Abar, e.g. of a nonlinear conservation
+                    # law, could pass the norm test with a meaningless inverse)
+                    solved = (Lm.shape[0] > 0 and lawok[0] and lawok[1] and lawok[2]
+                              and _bordered_inverse(Adn, LL, Xinv, ipiv, h, lw[:nx]))
+                    if solved:
+                        exp_phi12_into(Adn, h, EFF, ws)
+                    else:
+                        exp_phi123_into(Adn, h, EF3, ws)
+                        _copy_cols(EF3, EFF)
+                    steps.exp2_prepare_inplace(EFF, h)
+                    steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
+                    if solved:
+                        exp2_correct_sparse_solved_into(EFF, Xinv, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn,
+                                                        Sk, Sk1, Dv, CQ, RM[:nx], RM[nx:])
+                        stats[4] += 1
+                    else:
+                        exp2_correct_sparse_into(EFF, EF3, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn, Sk, Sk1,
+                                                 Dv, CQ, RM[:nx], RM[nx:])
+                elif second:
+                    _scatter(Rp, Ri, B1, B1n)
+                    linalg.exp_phi12_into(Adn, h, EFF, ws)
+                    steps.exp2_prepare_inplace(EFF, h)
+                    steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
+                else:
+                    linalg.exp_phi1_into(Adn, h, EF, ws)
+                    steps.exp_step_stacked_into(EF, SBd, Sk1)
             stats[2] += 1
         elif mid:
             # the action branch (a short or mildly stiff interval): two exp2 half steps through the
@@ -389,9 +400,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
 
 
 @_njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
-                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec, mat, ivec, ivec, mat), cache=True)
+                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec, mat, ivec, ivec, mat, ivec, mat), cache=True)
 def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
-                 n_int, stats, dense_max, Rp, Ri, Rsel, X_mid, mid_index, out_cols, Lm):
+                 n_int, stats, dense_max, Rp, Ri, Rsel, X_mid, mid_index, out_cols, Lm, dep, Kd):
     """March ``S`` over the grid ``t`` (states ``X``) with the exp or exp2 step, sparse Jacobians.
 
     Parameters
@@ -404,9 +415,9 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     method : ``METHOD_EXP`` or ``METHOD_EXP2``.
     Ap, Ai, Bp, Bi : CSR patterns of ``A`` (nx x nx) and ``B`` (nx x np).
     branch, n_int : (K-1,) outputs (the exponential branch, 1).
-    stats : (5,) int64 output: Taylor terms summed (products with ``A``), scaling steps,
-        intervals that took the dense step, intervals with the midpoint, and those of them
-        corrected without ``F3``.
+    stats : (6,) int64 output: Taylor terms summed (products with ``A``), scaling steps,
+        intervals that took the dense step, intervals with the midpoint, those of them
+        corrected without ``F3``, and the dense-step intervals taken in reduced coordinates.
     dense_max : the dense step is considered on models with at most this many states (its
         ``O(nx^2)`` work arrays are allocated only then).
     Rp, Ri, Rsel : the columns of ``B`` that ``S``'s columns are for: CSR pattern (nx x
@@ -426,6 +437,10 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
         the midpoint where ``Lm A = 0`` and ``Lm B = 0`` hold at the three points, the correction takes ``F3 c`` from a
         solve with ``Abar + Lm^T Lm`` (METHOD.md section 14, "Without F3") and ``[E | F1 | F2]``
         instead of ``[E | F1 | F2 | F3]`` (``stats[4]`` counts them).
+    dep, Kd : the states the laws ``Lm`` eliminate and ``Kd = Lm[:, dep]^-1 Lm[:, ind]``
+        (:func:`pbsens.model.conservation.dependent_states`; ``dep`` empty: none). Dense-step exp2
+        intervals where the laws hold at their points take the step in the ``nx - len(dep)``
+        coordinates that remain (:mod:`pbsens.kernels.reduced`; ``stats[5]`` counts them).
     out_cols : (S.shape[1],) the column of ``S_out`` each column of ``S`` is stored in; the other
         columns of ``S_out``'s stored rows are set to zero. All columns: ``arange(S.shape[1])``.
 
@@ -480,7 +495,35 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     for q in range(stats.shape[0]):
         stats[q] = 0
     tpos = _transpose_positions(Ap, Ai) if nd else np.empty(0, dtype=np.int64)
+    # the reduced coordinates (pbsens.kernels.reduced): with the laws (exp2 with midpoints) and the dense step
+    nk = dep.shape[0] if (nl > 0 and nd > 0) else 0
+    rpos = np.full(nx, -1, dtype=np.int64)
+    dpos = np.full(nx, -1, dtype=np.int64)
+    for d in range(nk):
+        dpos[dep[d]] = d
+    nr = nx - nk if nk else 0
+    ind = np.empty(nr, dtype=np.int64)
+    q = 0
+    for i in range(nx if nk else 0):
+        if dpos[i] < 0:
+            ind[q] = i
+            rpos[i] = q
+            q += 1
+    LDinv = np.empty((nk, nk))
+    for a in range(nk):
+        for b in range(nk):
+            LDinv[a, b] = Lm[a, dep[b]]
+    ipivr = np.empty(max(nr, nk, 1), dtype=F_INT_nptype)
+    if nk and inverse_inplace(LDinv, ipivr) != 0:
+        nk = 0
+        nr = 0
+    ZT = np.empty((2, nk, np_))
+    RW = np.empty((R_SLICES if nr else 0, nr, nr))
+    RP = np.empty((P_SLICES if nr else 0, nr, np_))
+    EFFr = np.empty((nr, 3 * nr))
+    wsr = linalg.workspace(nr)
     return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
                  n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
                  SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm[:nl], LL, Xinv,
-                 ipiv, lawok, lw, tpos)
+                 ipiv, lawok, lw, tpos, ind[:nr], dep[:nk], rpos, dpos, Kd[:nk], LDinv, ZT, RW, RP, EFFr, wsr,
+                 ipivr)

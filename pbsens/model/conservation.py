@@ -14,7 +14,7 @@ import numpy as np
 
 from ..threads import blas_single_thread
 
-__all__ = ["shared_left_null_space", "MAX_STATES"]
+__all__ = ["shared_left_null_space", "dependent_states", "MAX_STATES", "MAX_COND"]
 
 #: Models with more states are not searched (the search is an SVD of ``nx x samples (nx + np)``).
 MAX_STATES = 300
@@ -22,6 +22,8 @@ MAX_STATES = 300
 #: the next one up must be at least ``_GAP`` times larger, else no law is reported.
 _NULL = 1e-12
 _GAP = 1e3
+#: :func:`dependent_states` gives up when the laws' block on the chosen states is worse conditioned.
+MAX_COND = 1e6
 
 
 def shared_left_null_space(model, p=None, samples=4, seed=0):
@@ -66,3 +68,35 @@ def shared_left_null_space(model, p=None, samples=4, seed=0):
     if rank > 0 and sv[rank - 1] < _GAP * max(sv[rank], _NULL * sv[0]):
         return np.zeros((0, nx))
     return np.ascontiguousarray(U[:, rank:].T)
+
+
+def dependent_states(L, rate=None):
+    """The states the laws ``L`` (``k x nx``, orthonormal rows) eliminate, and how: for every ``v``
+    with ``L v = 0``, ``v[dep] = -K v[ind]`` (``K = L[:, dep]^-1 L[:, ind]``, ``k x (nx - k)``).
+
+    ``dep`` is chosen by column-pivoted QR of ``L`` with column ``j`` weighted by
+    ``1 / (1 + rate_j / median(rate))``: a well-conditioned ``L[:, dep]`` that avoids the
+    fastest states (``rate``: e.g. ``max |A_jj|`` along the trajectory), so that they stay
+    coordinates of the reduced matrix, where the phi kernels deflate them
+    (:mod:`pbsens.kernels.phi_deflate`). Returns ``(dep, ind, K)`` (sorted ``int64`` index
+    arrays), or empty ones when there are no laws or ``cond(L[:, dep]) > MAX_COND``.
+    """
+    import scipy.linalg as sla
+    L = np.asarray(L, dtype=np.float64)
+    k, nx = L.shape
+    none = (np.zeros(0, np.int64), np.arange(nx, dtype=np.int64), np.zeros((0, nx)))
+    if k == 0 or k >= nx:
+        return none
+    w = np.ones(nx)
+    if rate is not None:
+        rate = np.abs(np.asarray(rate, dtype=np.float64))
+        pos = rate[np.isfinite(rate) & (rate > 0)]
+        if pos.size:
+            w = 1.0 / (1.0 + np.where(np.isfinite(rate), rate, np.inf) / np.median(pos))
+    _, _, piv = sla.qr(L * w, mode="economic", pivoting=True)
+    dep = np.sort(piv[:k]).astype(np.int64)
+    ind = np.setdiff1d(np.arange(nx), dep).astype(np.int64)
+    LD = L[:, dep]
+    if not np.linalg.cond(LD) <= MAX_COND:
+        return none
+    return dep, ind, np.ascontiguousarray(np.linalg.solve(LD, L[:, ind]))
