@@ -125,16 +125,6 @@ def exp2_correct_into(EG, EF3, h, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, D, Dm, C
     _finish(EG, EF3, h, B0, B1, Bm, Se, CQ, R, M)
 
 
-@njit(types.void(mat, mat, f8, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat),
-      cache=True, _nrt=False)
-def exp2_correct_solved_into(EG, X, h, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, D, Dm, CQ, R, M):
-    """:func:`exp2_correct_into` without ``F3``, for a non-singular ``Abar``: ``X = Abar^-1``
-    (``F3 c = X (F2 - (h^2/2) I) c``; METHOD.md section 14, "Without F3"). The march uses it in
-    the coordinates that the conservation laws leave (:mod:`pbsens.kernels.reduced`)."""
-    _dense_products(A0, A1, Am, Abar, Sa, Se, D, Dm, CQ, R, M)
-    _finish_solved(EG, X, h, B0, B1, Bm, Se, CQ, R, M)
-
-
 @njit(types.void(ivec, ivec, vec, vec, vec, vec, mat, mat, vec, mat, mat, mat), cache=True, _nrt=False)
 def _sparse_products(Ap, Ai, A0, A1, Am, Abar, Sa, Se, Dv, CQ, R, M):
     """``M = (S_a + S_e)/2``, ``R = D S_a``, ``CQ = [(A_m - Abar) M; D S_e]`` on the CSR pattern."""

@@ -14,7 +14,8 @@ and ``s`` (``r = nx - k`` rows) obeys ``s' = Ared s + Bred`` with
 The exp2 step and its midpoint correction are the same on this system, exactly (METHOD.md
 section 14, "In the coordinates the laws leave"). Their matrix functions cost ``r^3`` instead
 of ``nx^3`` per product, and ``Ared`` is non-singular where ``A`` was singular only through the
-laws, so ``F3`` comes from ``Ared^-1`` (:func:`pbsens.kernels.midpoint.exp2_correct_solved_into`).
+laws, so ``F3`` comes from ``Ared^-1`` (as ``(Abar + L^T L)^-1`` in :mod:`pbsens.kernels.midpoint`).
+The correction's products with ``Ared``'s differences run on ``A``'s CSR pattern, as there.
 The fast states stay coordinates (``dep`` avoids them), so the phi kernels still deflate them.
 
 Lang_PLOSComputBiol2024 (124 states, 21 laws): ``r = 103``, about ``(103/124)^3 = 0.57`` of the
@@ -26,7 +27,7 @@ from numba import njit, types
 from .blas import gemm_into
 from .dense import norm1_rowwise
 from .lapack import inverse_inplace, pivot_vec
-from .midpoint import exp2_correct_solved_into
+from .midpoint import _finish_solved, _half_sum
 from .phi import exp_phi12_into
 from .signatures import f8, ivec, mat, tens, vec
 from .steps import exp2_prepare_inplace, exp2_step_stacked_into
@@ -34,7 +35,7 @@ from .steps import exp2_prepare_inplace, exp2_step_stacked_into
 __all__ = ["reduce_into", "reduce_b_into", "reduced_exp2_into", "R_SLICES", "P_SLICES"]
 
 #: ``r x r`` work slices of :func:`reduced_exp2_into` (``RW``) and ``r x np`` ones (``RP``).
-R_SLICES = 7
+R_SLICES = 3
 P_SLICES = 9
 
 
@@ -86,6 +87,34 @@ def reduce_b_into(Rp, Ri, Bv, Ap, Ai, Av, rpos, dpos, Z, has_z, Br):
                         Br[ri, q] += v * zr[q]
 
 
+@njit(types.void(ivec, ivec, vec, ivec, ivec, mat, mat, mat, mat), cache=True, _nrt=False)
+def _reduced_product_into(Ap, Ai, Dv, rpos, dpos, K, V, KV, Out):
+    """``Out = Dred V`` for ``Dred = D[ind, ind] - D[ind, dep] K`` of the CSR values ``Dv``, without
+    forming it: ``(D [V; -K V])[ind]`` (``KV``: work, ``k x np``)."""
+    r, np_ = Out.shape
+    gemm_into(K, V, KV, 1.0, 0.0)
+    for i in range(r):
+        for j in range(np_):
+            Out[i, j] = 0.0
+    for i in range(Ap.shape[0] - 1):
+        ri = rpos[i]
+        if ri < 0:
+            continue
+        o = Out[ri]
+        for e in range(Ap[i], Ap[i + 1]):
+            j = Ai[e]
+            v = Dv[e]
+            rj = rpos[j]
+            if rj >= 0:
+                w = V[rj]
+                for q in range(np_):
+                    o[q] += v * w[q]
+            else:
+                w = KV[dpos[j]]
+                for q in range(np_):
+                    o[q] -= v * w[q]
+
+
 @njit(types.boolean(mat, mat, mat, mat, mat), cache=True, _nrt=False)
 def _offset_into(Lm, LDinv, S, T, Z):
     """``Z = L[:, dep]^-1 (L S)`` (``T``: work); whether it has a non-zero."""
@@ -99,35 +128,32 @@ def _offset_into(Lm, LDinv, S, T, Z):
 
 
 @njit(types.boolean(f8, types.boolean, ivec, ivec, vec, vec, vec, ivec, ivec, vec, vec, vec, mat, mat, ivec,
-                    ivec, ivec, ivec, mat, mat, mat, tens, tens, tens, mat, tens, pivot_vec, f8),
+                    ivec, ivec, ivec, mat, mat, mat, tens, tens, tens, mat, tens, pivot_vec, f8, vec),
       cache=True, _nrt=False)
 def reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Am, Rp, Ri, B0, B1, Bm, Sk, Sk1, ind, dep, rpos, dpos, K, Lm, LDinv,
-                      ZT, RW, RP, EFF, ws, ipiv, solve_max):
+                      ZT, RW, RP, EFF, ws, ipiv, solve_max, Dv):
     """One exp2 step ``Sk -> Sk1`` over ``h`` in the reduced coordinates (module docstring), with the
     midpoint correction (``mid``: ``A0, A1, Am``, ``B0, B1, Bm`` at the start, end and midpoint).
 
     ``A*`` are CSR values on ``(Ap, Ai)``, ``B*`` on the marched columns' pattern ``(Rp, Ri)``;
     ``Lm`` the laws (``k x nx``), ``LDinv = L[:, dep]^-1``; work: ``ZT (2, k, np)``,
     ``RW (R_SLICES, r, r)``, ``RP (P_SLICES, r, np)``, ``EFF (r, 3r)``, ``ws`` the phi kernels'
-    workspace for ``r``, ``ipiv`` (``r``). With ``mid``, ``Ared^-1`` must exist, be finite and have
+    workspace for ``r``, ``ipiv`` (``r``), ``Dv`` (``nnz(A)``). With ``mid``, ``Ared^-1`` must exist, be finite and have
     ``||Ared^-1||_1 <= solve_max |h|``; otherwise nothing is written and False returned (the
     caller takes the step in the full coordinates).
     """
     r = ind.shape[0]
     np_ = Sk.shape[1]
-    Aa, Ae, Amr, Abr, X = RW[0], RW[1], RW[2], RW[3], RW[4]
-    reduce_into(Ap, Ai, A0, rpos, dpos, K, Aa)
-    reduce_into(Ap, Ai, A1, rpos, dpos, K, Ae)
-    for i in range(r):
-        for j in range(r):
-            Abr[i, j] = 0.5 * (Aa[i, j] + Ae[i, j])
+    Abr, X = RW[0], RW[1]
+    for e in range(Dv.shape[0]):
+        Dv[e] = 0.5 * (A0[e] + A1[e])
+    reduce_into(Ap, Ai, Dv, rpos, dpos, K, Abr)
     if mid:
         for i in range(r):
             for j in range(r):
                 X[i, j] = Abr[i, j]
-        if inverse_inplace(X, ipiv) != 0 or not norm1_rowwise(X, RW[5][0]) <= solve_max * abs(h):
+        if inverse_inplace(X, ipiv) != 0 or not norm1_rowwise(X, RW[2][0]) <= solve_max * abs(h):
             return False
-        reduce_into(Ap, Ai, Am, rpos, dpos, K, Amr)
     Z = ZT[0]
     has_z = _offset_into(Lm, LDinv, Sk, ZT[1], Z)
     SB = RP[0:2].reshape((2 * r, np_))           # [s; Bred at the start]
@@ -144,8 +170,19 @@ def reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Am, Rp, Ri, B0, B1, Bm, Sk, Sk1, i
     exp2_step_stacked_into(EFF, SB, RP[2], se)
     if mid:
         reduce_b_into(Rp, Ri, Bm, Ap, Ai, Am, rpos, dpos, Z, has_z, RP[4])
-        exp2_correct_solved_into(EFF, X, h, Aa, Ae, Amr, Abr, RP[1], RP[2], RP[4], s, se, RW[5], RW[6],
-                                 RP[5:7].reshape((2 * r, np_)), RP[7], RP[8])
+        # the correction's products R = Dred s, [C; Q] = [(Am - Abar)red M; Dred se] on the CSR pattern
+        # (pbsens.kernels.midpoint, _sparse_products), then its end without F3 (Ared^-1 = X)
+        CQ = RP[5:7].reshape((2 * r, np_))
+        R, M = RP[7], RP[8]
+        _half_sum(s, se, M)
+        for e in range(Dv.shape[0]):
+            Dv[e] = A1[e] - A0[e]
+        _reduced_product_into(Ap, Ai, Dv, rpos, dpos, K, s, ZT[1], R)
+        _reduced_product_into(Ap, Ai, Dv, rpos, dpos, K, se, ZT[1], RP[6])
+        for e in range(Dv.shape[0]):
+            Dv[e] = Am[e] - 0.5 * (A0[e] + A1[e])
+        _reduced_product_into(Ap, Ai, Dv, rpos, dpos, K, M, ZT[1], RP[5])
+        _finish_solved(EFF, X, h, RP[1], RP[2], RP[4], se, CQ, R, M)
     # S[ind] = s, S[dep] = Z - K s
     T = ZT[1]
     gemm_into(K, se, T, 1.0, 0.0)

@@ -326,7 +326,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
             # in the coordinates the conservation laws leave where they hold (pbsens.kernels.reduced)
             red = (second and dep.shape[0] > 0 and lawok[0] and lawok[1] and (lawok[2] or not mid)
                    and reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Ad[2], Rp, Ri, B0, B1, Bd[2], Sk, Sk1, ind, dep,
-                                         rpos, dpos, Kd, Lm, LDinv, ZT, RW, RP, EFFr, wsr, ipivr, SOLVE_MAX))
+                                         rpos, dpos, Kd, Lm, LDinv, ZT, RW, RP, EFFr, wsr, ipivr, SOLVE_MAX, Dv))
             if red:
                 stats[5] += 1
                 if mid:
