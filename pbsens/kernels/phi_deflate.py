@@ -55,6 +55,10 @@ RATIO = 8.0
 WS_SLICES = 9
 #: Fixed-point sweeps at most.
 _MAXIT = 60          # 8^-19 < 1e-17: a contraction by <= 1/RATIO converges in ~20 sweeps
+#: Floating-point flags of the compiled functions: sums may be reassociated, so that the O(n^2)
+#: dot products and norms vectorise instead of waiting on one accumulator (no flag that changes
+#: what NaN or Inf do: the kernels' non-finite checks keep working).
+_SUMS = {"reassoc", "contract"}
 # ws[8] rows
 _R_D = 0            # the balancing scale d (B = D^-1 A D)
 _R_U = 1            # rows 1 .. MAX_FAST: the reflectors u_j
@@ -63,7 +67,7 @@ _R_T = 1 + 2 * MAX_FAST     # three temporaries
 _R_S = 4 + 2 * MAX_FAST     # scalars: p_j, lambda_j, beta_j (3 MAX_FAST entries)
 
 
-@njit(types.void(mat, mat, types.float64[::1]), cache=True, _nrt=False)
+@njit(types.void(mat, mat, types.float64[::1]), cache=True, _nrt=False, fastmath=_SUMS)
 def balance_into(A, B, d):
     """``B = D^-1 A D`` with ``d = diag(D)`` powers of 2, LAPACK ``dgebal``'s scaling (no
     permutation; 2-norms of the whole row and column, the diagonal included, as LAPACK 3.5+)."""
@@ -149,30 +153,31 @@ def _reflect_block(F, c0, u, beta, t1, t2):
     """``F[:, c0:c0+n] = H F[:, c0:c0+n] H`` with ``H = I - beta u u^T`` (``c0 = 0`` on an
     ``n x n`` matrix: ``F = H F H``)."""
     n = u.shape[0]
-    for j in range(n):
+    un = np.uint64(n)                    # unsigned column indices: no wraparound test, the loops vectorise
+    uc = np.uint64(c0)
+    for j in range(un):
         t1[j] = 0.0
     for i in range(n):
         ui = u[i]
         if ui != 0.0:
-            for j in range(n):
-                t1[j] += ui * F[i, c0 + j]
+            row = F[i]
+            for j in range(un):
+                t1[j] += ui * row[uc + j]
     for i in range(n):
         bu = beta * u[i]
+        row = F[i]
         if bu != 0.0:
-            for j in range(n):
-                F[i, c0 + j] -= bu * t1[j]
-    for i in range(n):
+            for j in range(un):
+                row[uc + j] -= bu * t1[j]
         s = 0.0
-        for j in range(n):
-            s += F[i, c0 + j] * u[j]
-        t2[i] = s
-    for i in range(n):
-        bt = beta * t2[i]
-        for j in range(n):
-            F[i, c0 + j] -= bt * u[j]
+        for j in range(un):
+            s += row[uc + j] * u[j]
+        bt = beta * s
+        for j in range(un):
+            row[uc + j] -= bt * u[j]
 
 
-@njit(i8(mat, f8, tens), cache=True, _nrt=False)
+@njit(i8(mat, f8, tens), cache=True, _nrt=False, fastmath=_SUMS)
 def deflate_prepare(A, h, ws):
     """Balance ``A`` and deflate its isolated fast states into ``ws[7]`` (see the module
     docstring); returns how many were deflated (0: use the plain kernel on ``A``)."""
@@ -288,7 +293,7 @@ def _scalar_f(z, h, b):
     return h * h * h * (p2 - 0.5) / z
 
 
-@njit(types.void(mat, f8, tens, i8, i8), cache=True, _nrt=False)
+@njit(types.void(mat, f8, tens, i8, i8), cache=True, _nrt=False, fastmath=_SUMS)
 def deflate_finish(out, h, ws, k, blocks):
     """Undo :func:`deflate_prepare` on ``out = [f_0(M) | ... | f_(blocks-1)(M)]`` (the plain
     kernel's result on ``ws[7]``): the rows of the fast states, the reflections and the
@@ -301,6 +306,7 @@ def deflate_finish(out, h, ws, k, blocks):
     t2 = V[_R_T + 1]
     x = V[_R_T + 2]
     sc = V[_R_S]
+    un = np.uint64(n)                    # unsigned column indices: no wraparound test, the loops vectorise
     for jj in range(k - 1, -1, -1):
         p = int(sc[3 * jj])
         lam = sc[3 * jj + 1]
@@ -309,26 +315,29 @@ def deflate_finish(out, h, ws, k, blocks):
         w = V[_R_W + jj]
         for b in range(blocks):
             c0 = b * n
+            uc = np.uint64(c0)
             fl = _scalar_f(h * lam, h, b)
             # rhs = f(lambda) w - w f(M); x (lambda I - M) = rhs by x <- (rhs + x M) / lambda
-            for j in range(n):
+            for j in range(un):
                 t2[j] = fl * w[j]
             for i in range(n):
                 wi = w[i]
                 if wi != 0.0:
-                    for j in range(n):
-                        t2[j] -= wi * out[i, c0 + j]
+                    row = out[i]
+                    for j in range(un):
+                        t2[j] -= wi * row[uc + j]
             t2[p] = 0.0
-            for j in range(n):
+            for j in range(un):
                 x[j] = t2[j] / lam
             for _ in range(_MAXIT):
-                for j in range(n):
+                for j in range(un):
                     t1[j] = t2[j]
                 for i in range(n):
                     xi = x[i]
                     if xi != 0.0:
-                        for j in range(n):
-                            t1[j] += xi * M[i, j]
+                        row = M[i]
+                        for j in range(un):
+                            t1[j] += xi * row[j]
                 dx = 0.0
                 xmax = 0.0
                 for j in range(n):
@@ -347,9 +356,12 @@ def deflate_finish(out, h, ws, k, blocks):
             M[p, j] = w[j]
         M[p, p] = lam
         _reflect_block(M, 0, u, beta, t1, t2)
+    for j in range(un):
+        t1[j] = 1.0 / d[j]               # powers of 2: exact
     for b in range(blocks):
-        c0 = b * n
+        uc = np.uint64(b * n)
         for i in range(n):
             di = d[i]
-            for j in range(n):
-                out[i, c0 + j] *= di / d[j]
+            row = out[i]
+            for j in range(un):
+                row[uc + j] *= di * t1[j]
