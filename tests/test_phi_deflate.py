@@ -107,7 +107,7 @@ def test_balancing_is_a_power_of_two_similarity_that_shrinks_a_bad_column():
     A[:, 5] *= 1e9          # a badly scaled column (a constant state's, as in Lang)
     A[5, :] *= 1e-3
     B, d = np.empty_like(A), np.empty(n)
-    D.balance_into(A, B, d)
+    D.balance_into(A, B, d, np.empty(n), np.empty(n))
     assert np.all(np.log2(d) == np.round(np.log2(d)))
     np.testing.assert_allclose(B, (A / d[:, None]) * d[None, :], rtol=0, atol=0)
     assert np.abs(B).sum(axis=0).max() < 1e-3 * np.abs(A).sum(axis=0).max()
@@ -121,3 +121,45 @@ def test_non_finite_input_is_not_deflated_and_gives_nan():
     out = np.empty((n, 3 * n))
     phi.exp_phi12_into(A, 10.0, out, workspace(n))
     assert np.isnan(out).all()
+
+
+def _gebal_reference(A):
+    """LAPACK 3.5+ dgebal's scaling (no permutation), transcribed plainly: norms summed afresh."""
+    B = A.copy()
+    n = B.shape[0]
+    d = np.ones(n)
+    noconv = True
+    while noconv:
+        noconv = False
+        for i in range(n):
+            c, r = np.linalg.norm(B[:, i]), np.linalg.norm(B[i, :])
+            if c == 0.0 or r == 0.0:
+                continue
+            f, s = 1.0, c + r
+            while c < r / 2.0:
+                f, c, r = 2.0 * f, 2.0 * c, r / 2.0
+            while c / 2.0 >= r:
+                f, c, r = f / 2.0, c / 2.0, 2.0 * r
+            if c + r >= 0.95 * s:
+                continue
+            d[i] *= f
+            noconv = True
+            B[i, :] /= f
+            B[:, i] *= f
+    return B, d
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_balancing_matches_lapack_scaling(seed):
+    # the kernel keeps the squared norms up to date instead of summing them afresh per state
+    rng = np.random.default_rng(seed)
+    n = 30
+    A = rng.normal(size=(n, n)) * (rng.random((n, n)) < 0.3)
+    A *= 2.0 ** rng.integers(-20, 20, size=(n, 1))             # badly scaled rows and columns
+    A *= 2.0 ** rng.integers(-20, 20, size=(1, n))
+    A[np.diag_indices(n)] -= 2.0 ** rng.integers(0, 30, n)
+    B, d = np.empty_like(A), np.empty(n)
+    D.balance_into(A, B, d, np.empty(n), np.empty(n))
+    B_ref, d_ref = _gebal_reference(A)
+    np.testing.assert_array_equal(d, d_ref)
+    np.testing.assert_array_equal(B, B_ref)

@@ -67,11 +67,20 @@ _R_T = 1 + 2 * MAX_FAST     # three temporaries
 _R_S = 4 + 2 * MAX_FAST     # scalars: p_j, lambda_j, beta_j (3 MAX_FAST entries)
 
 
-@njit(types.void(mat, mat, types.float64[::1]), cache=True, _nrt=False, fastmath=_SUMS)
-def balance_into(A, B, d):
+@njit(types.void(mat, mat, types.float64[::1], types.float64[::1], types.float64[::1]), cache=True, _nrt=False,
+      fastmath=_SUMS)
+def balance_into(A, B, d, C2, R2):
     """``B = D^-1 A D`` with ``d = diag(D)`` powers of 2, LAPACK ``dgebal``'s scaling (no
-    permutation; 2-norms of the whole row and column, the diagonal included, as LAPACK 3.5+)."""
+    permutation; 2-norms of the whole row and column, the diagonal included, as LAPACK 3.5+).
+
+    The squared column and row norms are kept in ``C2`` and ``R2`` (work, length ``n``): summed
+    row by row at the start of each sweep (contiguous, vectorised) and updated by each scaling,
+    instead of a strided column sum per state. The max-norms that LAPACK's under/overflow
+    guards also use are bounded below by ``norm / sqrt(n)`` and summed only where that bound is
+    within ``2^-900`` of underflow, which leaves every decision as LAPACK's but for rounding.
+    """
     n = A.shape[0]
+    un = np.uint64(n)
     for i in range(n):
         d[i] = 1.0
         for j in range(n):
@@ -80,25 +89,36 @@ def balance_into(A, B, d):
     sfmax1 = 1.0 / sfmin1
     sfmin2 = sfmin1 * 2.0
     sfmax2 = 1.0 / sfmin2
+    tiny = 2.0 ** -900
+    rn = 1.0 / math.sqrt(max(n, 1))
     noconv = True
     sweeps = 0
     while noconv and sweeps < 100:
         noconv = False
         sweeps += 1
+        for j in range(un):
+            C2[j] = 0.0
         for i in range(n):
-            c = 0.0
+            row = B[i]
             r = 0.0
-            ca = 0.0
-            ra = 0.0
-            for k in range(n):
-                c += B[k, i] * B[k, i]
-                r += B[i, k] * B[i, k]
-                ca = max(ca, abs(B[k, i]))
-                ra = max(ra, abs(B[i, k]))
-            c = math.sqrt(c)
-            r = math.sqrt(r)
+            for j in range(un):
+                v = row[j]
+                r += v * v
+                C2[j] += v * v
+            R2[i] = r
+        for i in range(n):
+            c = math.sqrt(max(C2[i], 0.0))
+            r = math.sqrt(max(R2[i], 0.0))
             if c == 0.0 or r == 0.0:
                 continue
+            ca = c * rn                  # lower bounds of the max-norms (exact only near underflow)
+            ra = r * rn
+            if ca <= tiny or ra <= tiny:
+                ca = 0.0
+                ra = 0.0
+                for k in range(n):
+                    ca = max(ca, abs(B[k, i]))
+                    ra = max(ra, abs(B[i, k]))
             g = r / 2.0
             f = 1.0
             s = c + r
@@ -125,9 +145,19 @@ def balance_into(A, B, d):
                 continue
             d[i] *= f
             noconv = True
+            bii = B[i, i]
+            up = f * f - 1.0             # column i times f: the rows' squared norms grow by b^2 (f^2 - 1)
+            down = 1.0 / (f * f) - 1.0   # row i over f: the columns' shrink by b^2 (1 - 1/f^2)
+            row = B[i]
+            for k in range(un):
+                v = row[k]
+                C2[k] += v * v * down
+                row[k] = v / f
             for k in range(n):
-                B[i, k] /= f
-                B[k, i] *= f
+                v = B[k, i]
+                R2[k] += v * v * up
+                B[k, i] = v * f
+            B[i, i] = bii                # (state i's own norms are not read again this sweep)
 
 
 @njit(inline="always")
@@ -194,7 +224,7 @@ def deflate_prepare(A, h, ws):
     M = ws[7]
     V = ws[8]
     d = V[_R_D]
-    balance_into(A, M, d)
+    balance_into(A, M, d, V[_R_T], V[_R_T + 1])
     t1 = V[_R_T]
     t2 = V[_R_T + 1]
     v = V[_R_T + 2]

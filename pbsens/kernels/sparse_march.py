@@ -182,25 +182,29 @@ def _compact(full, sel, out):
         out[q] = full[sel[q]]
 
 
-@njit(types.boolean(mat, ivec, ivec, vec, vec), cache=True, _nrt=False)
-def _laws_hold(Lm, P, I, V, w):
-    """Whether ``|l b| <= LAW_TOL ||b||`` for every row ``l`` of ``Lm`` and column ``b`` of the CSR
-    matrix ``(P, I, V)`` (``w``: work, twice its column count)."""
-    ncols = w.shape[0] // 2
-    for j in range(2 * ncols):
-        w[j] = 0.0
+@njit(types.boolean(mat, ivec, ivec, vec, mat), cache=True, _nrt=False)
+def _laws_hold(LmT, P, I, V, W):
+    """Whether ``|l b| <= LAW_TOL ||b||`` for every law ``l`` (the columns of ``LmT``, ``nx x k``) and
+    column ``b`` of the CSR matrix ``(P, I, V)`` (``W``: work, its column count x ``k + 1``)."""
+    k = LmT.shape[1]
+    uk = np.uint64(k)                # unsigned: the loops over the laws vectorise
+    for j in range(W.shape[0]):
+        for q in range(k + 1):
+            W[j, q] = 0.0
     for i in range(P.shape[0] - 1):
+        li = LmT[i]
         for e in range(P[i], P[i + 1]):
-            w[ncols + I[e]] += V[e] * V[e]
-    for l in range(Lm.shape[0]):
-        for j in range(ncols):
-            w[j] = 0.0
-        for i in range(P.shape[0] - 1):
-            li = Lm[l, i]
-            for e in range(P[i], P[i + 1]):
-                w[I[e]] += li * V[e]
-        for j in range(ncols):
-            if w[j] * w[j] > LAW_TOL * LAW_TOL * w[ncols + j]:
+            v = V[e]
+            wj = W[I[e]]
+            wj[k] += v * v
+            for q in range(uk):
+                wj[q] += v * li[q]
+    tol2 = LAW_TOL * LAW_TOL
+    for j in range(W.shape[0]):
+        wj = W[j]
+        lim = tol2 * wj[k]
+        for q in range(k):
+            if wj[q] * wj[q] > lim:
                 return False
     return True
 
@@ -233,11 +237,12 @@ def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, Sa, Se, T, T2, TT, d
 @njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
          tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat,
          ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat, vec, ivec, mat, mat, mat, pivot_vec, i8vec, vec,
-         ivec, ivec, ivec, ivec, ivec, mat, mat, tens, tens, tens, mat, tens, pivot_vec), cache=True, _nrt=False)
+         ivec, ivec, ivec, ivec, ivec, mat, mat, tens, tens, tens, mat, tens, pivot_vec, mat, mat), cache=True,
+      _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
           stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n,
           Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm, LL, Xinv, ipiv, lawok, lw, tpos,
-          ind, dep, rpos, dpos, Kd, LDinv, ZT, RW, RP, EFFr, wsr, ipivr):
+          ind, dep, rpos, dpos, Kd, LDinv, ZT, RW, RP, EFFr, wsr, ipivr, LmT, LW):
     # with mid_index[k] >= 0 (exp2) the interval gets the midpoint correction (METHOD.md section 14):
     # Ad[2], Bf[2], Bd[2] hold A, B at its midpoint X_mid[mid_index[k]]; SS[4] is the state between
     # the two half steps of the action branch (SS[5]: the whole step), RM and Dv the correction's work arrays
@@ -257,7 +262,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
     _compact(Bf[0], Rsel, Bd[0])
     check = Lm.shape[0] > 0 and EF3.shape[0] > 0
     if check:
-        lawok[0] = _laws_hold(Lm, Ap, Ai, Ad[0], lw[:2 * nx]) and _laws_hold(Lm, Rp, Ri, Bd[0], lw[:2 * np_])
+        lawok[0] = _laws_hold(LmT, Ap, Ai, Ad[0], LW[:nx]) and _laws_hold(LmT, Rp, Ri, Bd[0], LW[:np_])
     if out_index[0] >= 0:
         _store(S0, S_out[out_index[0]], out_cols)
     for k in range(K - 1):
@@ -273,7 +278,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
             return -3 - k
         _compact(Bf[1 - g], Rsel, B1)
         if check:
-            lawok[1 - g] = _laws_hold(Lm, Ap, Ai, A1, lw[:2 * nx]) and _laws_hold(Lm, Rp, Ri, B1, lw[:2 * np_])
+            lawok[1 - g] = _laws_hold(LmT, Ap, Ai, A1, LW[:nx]) and _laws_hold(LmT, Rp, Ri, B1, LW[:np_])
         h = t[k + 1] - t[k]
         if second:
             for q in range(Abar.shape[0]):
@@ -293,8 +298,8 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 return -3 - k
             _compact(Bf[2], Rsel, Bd[2])
             if check:
-                lawok[2] = (_laws_hold(Lm, Ap, Ai, Ad[2], lw[:2 * nx])
-                            and _laws_hold(Lm, Rp, Ri, Bd[2], lw[:2 * np_]))
+                lawok[2] = (_laws_hold(LmT, Ap, Ai, Ad[2], LW[:nx])
+                            and _laws_hold(LmT, Rp, Ri, Bd[2], LW[:np_]))
             stats[3] += 1
         use_dense = False
         planned = True
@@ -492,6 +497,8 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
                 LL[i, j] += li * Lm[l, j]
     lawok = np.zeros(3, dtype=np.int8)
     lw = np.empty(2 * max(nx, np_))
+    LmT = np.ascontiguousarray(Lm[:nl].T)            # the laws as columns, and the check's work
+    LW = np.empty((max(nx, np_), nl + 1))
     for q in range(stats.shape[0]):
         stats[q] = 0
     tpos = _transpose_positions(Ap, Ai) if nd else np.empty(0, dtype=np.int64)
@@ -526,4 +533,4 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
                  n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
                  SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm[:nl], LL, Xinv,
                  ipiv, lawok, lw, tpos, ind[:nr], dep[:nk], rpos, dpos, Kd[:nk], LDinv, ZT, RW, RP, EFFr, wsr,
-                 ipivr)
+                 ipivr, LmT, LW)
