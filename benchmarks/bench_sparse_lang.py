@@ -168,7 +168,8 @@ def main(argv=None):
                 E = np.sqrt((D ** 2).sum(axis=(1, 2)) / np.maximum((S_ref ** 2).sum(axis=(1, 2)), 1e-300))
                 extra = f"; E vs FS on {len(cols)} columns: median {np.median(E[1:]):.2e}, max {E[1:].max():.2e}"
             print(f"exp2, the library's march on Rodas5P (rtol {a.rtol:g}), params {ps} ({r.S.shape[2]}): "
-                  f"{dt:.2f} s (states included; median of {a.repeats}){extra}; load {os.getloadavg()[0]:.1f}",
+                  f"{dt:.2f} s (states included; median of {a.repeats}: {', '.join(f'{w:.2f}' for w in walls)} in "
+                  f"order){extra}; load {os.getloadavg()[0]:.1f}",
                   flush=True)
     for g, (tt, xx) in grids.items():
         te = tt[np.isin(tt, times)]
