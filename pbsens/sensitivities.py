@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from . import error_estimate
+from . import error_estimate, memory
 from .errors import AccuracyWarning, PbsensError, SolverError
 from .kernels import codes
 from .model.model import check_model
@@ -465,7 +465,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         planned = 0 if plan_in is None else 1
         if use_sparse:
             S_run = np.ascontiguousarray(S.copy())
-            S_out = np.empty((n_out, nx, np_))
+            S_out = memory.empty((n_out, nx, np_))
             status = sparse_path.runner(model)(tg, xg, p, S_run, oi, S_out, branch, n_int, code, cols=sel, mid=mid)
             if status >= 0:
                 raise PbsensError(f"sensitivities of model {model.name!r} became NaN/inf on the grid interval "
@@ -491,7 +491,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
                 X_sub = np.ascontiguousarray(dense(t_sub).T)
             planned = 1
         S_run = np.ascontiguousarray(S_full.copy())         # the dense march: every parameter
-        S_out = np.empty((n_out, nx, model.n_params))
+        S_out = memory.empty((n_out, nx, model.n_params))
         status = bound_march(tg, xg, p, model.constants, S_run, oi, code, n_factor, n_max, eq_tol, norm_kind,
                              interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused,
                              scale_atol, max_substeps=max_substeps, gap_end=gap_end,
@@ -578,7 +578,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
             t, x, out_index = t_new, x_new, oi_new
             all_index = np.arange(t.size, dtype=np.int64)
         keep = out_index >= 0
-        S_out = np.empty((t_out.size, nx, np_))
+        S_out = memory.empty((t_out.size, nx, np_))
         S_out[out_index[keep]] = R_fine[keep] if order == 1 else S_all[keep]
         if order == 1:
             S_plain = np.empty_like(S_out)
@@ -671,12 +671,10 @@ _BLAS_FREE_STATES = 59
 def _blas_free(model, args, kwargs):
     """Whether a call of :func:`sensitivities` runs no BLAS routine that could start threads.
 
-    True for a small model (``_BLAS_FREE_STATES``, not forced onto the sparse path) whose
-    states come from the compiled Rodas5P (solved here, ``solver="rodas5p"``, or a Rodas5P
-    Trajectory; its LU is pbsens's own, and so is any re-solve for ``state_error``). Then
-    the BLAS thread limit (~0.1 ms per call) is skipped. Every other call keeps it: without
-    it, LAPACK's LU on the sparse path woke OpenBLAS's second thread, which then spun on the
-    other core for the whole pass (Lang: 6.4 s of CPU for 3.3 s of wall time).
+    True for a small model (``_BLAS_FREE_STATES``, not forced sparse) with states from the
+    compiled Rodas5P (here or a Rodas5P Trajectory: pbsens's own LU): the limit (~0.1 ms) is
+    skipped. On the sparse path LAPACK's LU woke OpenBLAS's second thread, which then spun
+    on the other core for the whole pass (Lang: 6.4 s of CPU for 3.3 s of wall time).
     """
     n = getattr(model, "n_states", None)
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n > _BLAS_FREE_STATES:
