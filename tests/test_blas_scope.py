@@ -16,6 +16,19 @@ sens_module = importlib.import_module("pbsens.sensitivities")
 from blas_threads import blas_counts as _blas_counts, two_blas_threads  # noqa: E402,F401 - fixture
 
 
+def _spy_on_blas_counts(monkeypatch):
+    """The BLAS thread counts seen inside the call (at ``_bound``), appended to the list returned."""
+    seen = []
+    original = sens_module._bound
+
+    def spy(model):
+        seen.append(set(_blas_counts()))
+        return original(model)
+
+    monkeypatch.setattr(sens_module, "_bound", spy)
+    return seen
+
+
 def test_blas_free_bound_matches_the_tiles():
     # the stacked exponential step's inner dimension 2 nx must stay within the register tiles,
     # and the sparse path (LAPACK's LU for the midpoint correction) must keep the limit
@@ -30,14 +43,7 @@ def test_blas_limit_on_the_sparse_path(two_blas_threads, monkeypatch, tmp_path):
                    {"kf": 50.0, "kr": 20.0, "kc": 3.0, "kp": 0.4},
                    {"E": "-kf*E*S + kr*C + kc*C", "S": "-kf*E*S + kr*C + kp*P", "C": "kf*E*S - kr*C - kc*C",
                     "P": "kc*C - kp*P"})
-    seen = []
-    original = sens_module._bound
-
-    def spy(model):
-        seen.append(set(_blas_counts()))
-        return original(model)
-
-    monkeypatch.setattr(sens_module, "_bound", spy)
+    seen = _spy_on_blas_counts(monkeypatch)
     ts = np.linspace(0.0, 40.0, 9)
     for linalg, limited in (("sparse", True), ("auto", False)):
         seen.clear()
@@ -51,14 +57,7 @@ def test_blas_limit_on_the_sparse_path(two_blas_threads, monkeypatch, tmp_path):
 @pytest.mark.parametrize("solver, limited", [("rodas5p", False), ("LSODA", True)])
 def test_blas_limit_only_off_the_rodas5p_path(two_blas_threads, monkeypatch, solver, limited):
     m = pbsens.load_model("PKA")
-    seen = []
-    original = sens_module._bound
-
-    def spy(model):
-        seen.append(set(_blas_counts()))
-        return original(model)
-
-    monkeypatch.setattr(sens_module, "_bound", spy)
+    seen = _spy_on_blas_counts(monkeypatch)
     ts = np.linspace(0.0, 60.0, 31)
     r = pbsens.sensitivities(m, t_span=(0.0, 60.0), t_eval=ts, method="exp2", solver=solver)
     assert seen and all(c == ({1} if limited else {2}) for c in seen)

@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, types
 
 from .blas import gemm_into
-from .dense import norm1_rowwise
+from .dense import _fill, norm1_rowwise
 from .lapack import inverse_inplace, pivot_vec
 from .midpoint import _finish_solved, _half_sum
 from .phi import exp_phi12_into
@@ -44,9 +44,7 @@ def reduce_into(Ap, Ai, Av, rpos, dpos, K, Ar):
     """``Ar = A[ind, ind] - A[ind, dep] K`` from ``A``'s CSR values ``Av`` on ``(Ap, Ai)``;
     ``rpos[i]``: the position of state ``i`` in ``ind`` (-1 if eliminated), ``dpos[i]`` in ``dep``."""
     r = Ar.shape[0]
-    for i in range(r):
-        for j in range(r):
-            Ar[i, j] = 0.0
+    _fill(Ar, 0.0)
     for i in range(Ap.shape[0] - 1):
         ri = rpos[i]
         if ri < 0:
@@ -67,10 +65,8 @@ def reduce_into(Ap, Ai, Av, rpos, dpos, K, Ar):
 def reduce_b_into(Rp, Ri, Bv, Ap, Ai, Av, rpos, dpos, Z, has_z, Br):
     """``Br = B[ind] + A[ind, dep] Z`` (the second term only with ``has_z``) from the CSR values
     ``Bv`` on ``(Rp, Ri)`` and ``Av`` on ``(Ap, Ai)``."""
-    r, np_ = Br.shape
-    for i in range(r):
-        for j in range(np_):
-            Br[i, j] = 0.0
+    np_ = Br.shape[1]
+    _fill(Br, 0.0)
     for i in range(Rp.shape[0] - 1):
         ri = rpos[i]
         if ri < 0:
@@ -91,11 +87,9 @@ def reduce_b_into(Rp, Ri, Bv, Ap, Ai, Av, rpos, dpos, Z, has_z, Br):
 def _reduced_product_into(Ap, Ai, Dv, rpos, dpos, K, V, KV, Out):
     """``Out = Dred V`` for ``Dred = D[ind, ind] - D[ind, dep] K`` of the CSR values ``Dv``, without
     forming it: ``(D [V; -K V])[ind]`` (``KV``: work, ``k x np``)."""
-    r, np_ = Out.shape
+    np_ = Out.shape[1]
     gemm_into(K, V, KV, 1.0, 0.0)
-    for i in range(r):
-        for j in range(np_):
-            Out[i, j] = 0.0
+    _fill(Out, 0.0)
     for i in range(Ap.shape[0] - 1):
         ri = rpos[i]
         if ri < 0:
