@@ -132,9 +132,9 @@ def reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Am, Rp, Ri, B0, B1, Bm, Sk, Sk1, i
     ``A*`` are CSR values on ``(Ap, Ai)``, ``B*`` on the marched columns' pattern ``(Rp, Ri)``;
     ``Lm`` the laws (``k x nx``), ``LDinv = L[:, dep]^-1``; work: ``ZT (2, k, np)``,
     ``RW (R_SLICES, r, r)``, ``RP (P_SLICES, r, np)``, ``EFF (r, 3r)``, ``ws`` the phi kernels'
-    workspace for ``r``, ``ipiv`` (``r``), ``Dv`` (``nnz(A)``). With ``mid``, ``Ared^-1`` must exist, be finite and have
-    ``||Ared^-1||_1 <= solve_max |h|``; otherwise nothing is written and False returned (the
-    caller takes the step in the full coordinates).
+    workspace for ``r``, ``ipiv`` (``r``), ``Dv`` (``nnz(A)``). With ``mid``, ``Ared^-1`` must
+    exist, be finite and have ``||Ared^-1||_1 <= solve_max |h|``; otherwise nothing is written
+    and False returned (the caller takes the step in the full coordinates).
     """
     r = ind.shape[0]
     np_ = Sk.shape[1]
