@@ -95,7 +95,7 @@ class SparseRunner:
             from .model.conservation import shared_left_null_space
             self._laws = shared_left_null_space(self.model, p)
         laws = self._laws if self._laws is not None else np.zeros((0, nx))
-        dep, K = self._eliminated(laws, t, x, p)
+        dep, K, LDinv = self._eliminated(laws, t, x, p)
         for _ in range(_MAX_EXTEND + 1):
             sj = self.sj
             active, Rp, Ri, Rsel = _reduced_pattern(sj.Bp, sj.Bi, cols, nonzero_start)
@@ -113,7 +113,7 @@ class SparseRunner:
             status = sparse_march(self._jacs, self._jxd, self._jpd, 1 if sj.gather else 0, t, x, p, c, S_run,
                                   out_index, method_code, sj.Ap, sj.Ai, sj.Bp, sj.Bi, S_out_run, branch, n_int,
                                   self.stats, DENSE_STEP_MAX_STATES, Rp, Ri, Rsel, X_mid, mid_index, active,
-                                  laws, dep, K)
+                                  laws, dep, K, LDinv)
             if status > -2:
                 if not direct:
                     S_out[...] = S_out_run
@@ -130,11 +130,11 @@ class SparseRunner:
     reduce_laws = True
 
     def _eliminated(self, laws, t, x, p, points=5):
-        """``(dep, K)`` of :func:`pbsens.model.conservation.dependent_states` for the laws, the fastest
+        """``(dep, K, L[:, dep]^-1)`` of :func:`pbsens.model.conservation.dependent_states` for the laws, the fastest
         states (largest ``|A_jj|`` at ``points`` grid points) avoided; empty without laws."""
         nx = self.model.n_states
         if laws.shape[0] == 0 or not self.reduce_laws or t.size == 0:
-            return np.zeros(0, np.int64), np.zeros((0, max(nx - laws.shape[0], 0)))
+            return np.zeros(0, np.int64), np.zeros((0, max(nx - laws.shape[0], 0))), np.zeros((0, 0))
         from .model.conservation import dependent_states
         rate = np.zeros(nx)
         A = np.empty((nx, nx))
@@ -142,8 +142,8 @@ class SparseRunner:
         for k in np.unique(np.linspace(0, t.size - 1, points).astype(np.int64)):
             self.model.fns.jacs_into(float(t[k]), np.ascontiguousarray(x[k]), p, self.model.constants, A, B)
             rate = np.maximum(rate, np.abs(np.diag(A)))
-        dep, _, K = dependent_states(laws, rate)
-        return dep, np.ascontiguousarray(K)
+        dep, _, K, LDinv = dependent_states(laws, rate)
+        return dep, K, LDinv
 
 
 def _reduced_pattern(Bp, Bi, cols, nonzero_start):

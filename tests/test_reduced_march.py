@@ -60,8 +60,9 @@ def test_dependent_states_eliminate_exactly_and_avoid_fast_states():
     k = L.shape[0]
     rate = np.ones(9)
     rate[[0, 4]] = 1e9                                       # two fast states
-    dep, ind, K = dependent_states(L, rate)
+    dep, ind, K, LDinv = dependent_states(L, rate)
     assert dep.size == k and np.intersect1d(dep, [0, 4]).size == 0
+    np.testing.assert_allclose(LDinv @ L[:, dep], np.eye(k), atol=1e-10)
     v = sla.null_space(L) @ rng.standard_normal(9 - k)       # L v = 0
     np.testing.assert_allclose(v[dep], -K @ v[ind], atol=1e-12)
     assert np.union1d(dep, ind).tolist() == list(range(9))

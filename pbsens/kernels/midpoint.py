@@ -83,21 +83,6 @@ def _finish_solved(EG, X, h, B0, B1, Bm, Se, CQ, R, M):
     gemm_into(X, R, Se, -8.0 / (h * h), 1.0)
 
 
-@njit(types.void(mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat), cache=True, _nrt=False)
-def _dense_products(A0, A1, Am, Abar, Sa, Se, D, Dm, CQ, R, M):
-    """``M = (S_a + S_e)/2``, ``R = D S_a``, ``CQ = [(A_m - Abar) M; D S_e]`` with dense matrices."""
-    d, a0, a1 = flat(D), flat(A0), flat(A1)
-    dm, am, ab = flat(Dm), flat(Am), flat(Abar)
-    for i in range(d.shape[0]):
-        d[i] = a1[i] - a0[i]
-        dm[i] = am[i] - ab[i]
-    nx = Sa.shape[0]
-    _half_sum(Sa, Se, M)
-    gemm_into(D, Sa, R, 1.0, 0.0)          # R = D S_a
-    gemm_into(D, Se, CQ[nx:], 1.0, 0.0)    # Q = D S_e
-    gemm_into(Dm, M, CQ[:nx], 1.0, 0.0)    # C = (A_m - Abar)(S_a + S_e)/2
-
-
 @njit(types.void(mat, mat, f8, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat, mat),
       cache=True, _nrt=False)
 def exp2_correct_into(EG, EF3, h, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, D, Dm, CQ, R, M):
@@ -121,7 +106,16 @@ def exp2_correct_into(EG, EF3, h, A0, A1, Am, Abar, B0, B1, Bm, Sa, Se, D, Dm, C
     D, Dm : (nx, nx); CQ : (2 nx, np); R, M : (nx, np)
         Work arrays, not aliasing the inputs or each other.
     """
-    _dense_products(A0, A1, Am, Abar, Sa, Se, D, Dm, CQ, R, M)
+    d, a0, a1 = flat(D), flat(A0), flat(A1)
+    dm, am, ab = flat(Dm), flat(Am), flat(Abar)
+    for i in range(d.shape[0]):
+        d[i] = a1[i] - a0[i]
+        dm[i] = am[i] - ab[i]
+    nx = Sa.shape[0]
+    _half_sum(Sa, Se, M)
+    gemm_into(D, Sa, R, 1.0, 0.0)          # R = D S_a
+    gemm_into(D, Se, CQ[nx:], 1.0, 0.0)    # Q = D S_e
+    gemm_into(Dm, M, CQ[:nx], 1.0, 0.0)    # C = (A_m - Abar)(S_a + S_e)/2
     _finish(EG, EF3, h, B0, B1, Bm, Se, CQ, R, M)
 
 

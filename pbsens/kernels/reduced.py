@@ -11,8 +11,10 @@ and ``s`` (``r = nx - k`` rows) obeys ``s' = Ared s + Bred`` with
 
     Ared = A[ind, ind] - A[ind, dep] K,   Bred = B[ind] + A[ind, dep] Z.
 
-The exp2 step and its midpoint correction are the same on this system, exactly (METHOD.md
-section 14, "In the coordinates the laws leave"). Their matrix functions cost ``r^3`` instead
+The exp2 step and its midpoint correction are taken on this system (METHOD.md section 14, "In
+the coordinates the laws leave"): for ``L S = 0`` (``Z = 0``) exactly the full step in other
+coordinates; otherwise ``A[ind, dep] Z`` is forcing, linear over the step, where the full step
+freezes it inside ``A`` (the two differ by the method's error). Their matrix functions cost ``r^3`` instead
 of ``nx^3`` per product, and ``Ared`` is non-singular where ``A`` was singular only through the
 laws, so ``F3`` comes from ``Ared^-1`` (as ``(Abar + L^T L)^-1`` in :mod:`pbsens.kernels.midpoint`).
 The correction's products with ``Ared``'s differences run on ``A``'s CSR pattern, as there.
@@ -122,15 +124,16 @@ def _offset_into(Lm, LDinv, S, T, Z):
 
 
 @njit(types.boolean(f8, types.boolean, ivec, ivec, vec, vec, vec, ivec, ivec, vec, vec, vec, mat, mat, ivec,
-                    ivec, ivec, ivec, mat, mat, mat, tens, tens, tens, mat, tens, pivot_vec, f8, vec),
+                    ivec, ivec, ivec, mat, mat, mat, tens, tens, tens, mat, tens, pivot_vec, f8, vec, vec),
       cache=True, _nrt=False)
 def reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Am, Rp, Ri, B0, B1, Bm, Sk, Sk1, ind, dep, rpos, dpos, K, Lm, LDinv,
-                      ZT, RW, RP, EFF, ws, ipiv, solve_max, Dv):
+                      ZT, RW, RP, EFF, ws, ipiv, solve_max, Abar, Dv):
     """One exp2 step ``Sk -> Sk1`` over ``h`` in the reduced coordinates (module docstring), with the
     midpoint correction (``mid``: ``A0, A1, Am``, ``B0, B1, Bm`` at the start, end and midpoint).
 
-    ``A*`` are CSR values on ``(Ap, Ai)``, ``B*`` on the marched columns' pattern ``(Rp, Ri)``;
-    ``Lm`` the laws (``k x nx``), ``LDinv = L[:, dep]^-1``; work: ``ZT (2, k, np)``,
+    ``A*`` (and ``Abar = (A0 + A1)/2``) are CSR values on ``(Ap, Ai)``, ``B*`` on the marched
+    columns' pattern ``(Rp, Ri)``; ``Lm`` the laws (``k x nx``), ``LDinv = L[:, dep]^-1``; work:
+    ``ZT (2, k, np)``,
     ``RW (R_SLICES, r, r)``, ``RP (P_SLICES, r, np)``, ``EFF (r, 3r)``, ``ws`` the phi kernels'
     workspace for ``r``, ``ipiv`` (``r``), ``Dv`` (``nnz(A)``). With ``mid``, ``Ared^-1`` must
     exist, be finite and have ``||Ared^-1||_1 <= solve_max |h|``; otherwise nothing is written
@@ -139,9 +142,7 @@ def reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Am, Rp, Ri, B0, B1, Bm, Sk, Sk1, i
     r = ind.shape[0]
     np_ = Sk.shape[1]
     Abr, X = RW[0], RW[1]
-    for e in range(Dv.shape[0]):
-        Dv[e] = 0.5 * (A0[e] + A1[e])
-    reduce_into(Ap, Ai, Dv, rpos, dpos, K, Abr)
+    reduce_into(Ap, Ai, Abar, rpos, dpos, K, Abr)
     if mid:
         for i in range(r):
             for j in range(r):
@@ -174,7 +175,7 @@ def reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Am, Rp, Ri, B0, B1, Bm, Sk, Sk1, i
         _reduced_product_into(Ap, Ai, Dv, rpos, dpos, K, s, ZT[1], R)
         _reduced_product_into(Ap, Ai, Dv, rpos, dpos, K, se, ZT[1], RP[6])
         for e in range(Dv.shape[0]):
-            Dv[e] = Am[e] - 0.5 * (A0[e] + A1[e])
+            Dv[e] = Am[e] - Abar[e]
         _reduced_product_into(Ap, Ai, Dv, rpos, dpos, K, M, ZT[1], RP[5])
         _finish_solved(EFF, X, h, RP[1], RP[2], RP[4], se, CQ, R, M)
     # S[ind] = s, S[dep] = Z - K s

@@ -331,7 +331,8 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
             # in the coordinates the conservation laws leave where they hold (pbsens.kernels.reduced)
             red = (second and dep.shape[0] > 0 and lawok[0] and lawok[1] and (lawok[2] or not mid)
                    and reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Ad[2], Rp, Ri, B0, B1, Bd[2], Sk, Sk1, ind, dep,
-                                         rpos, dpos, Kd, Lm, LDinv, ZT, RW, RP, EFFr, wsr, ipivr, SOLVE_MAX, Dv))
+                                         rpos, dpos, Kd, Lm, LDinv, ZT, RW, RP, EFFr, wsr, ipivr, SOLVE_MAX, Abar,
+                                         Dv))
             if red:
                 stats[5] += 1
                 if mid:
@@ -405,9 +406,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
 
 
 @_njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
-                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec, mat, ivec, ivec, mat, ivec, mat), cache=True)
+                tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec, mat, ivec, ivec, mat, ivec, mat, mat), cache=True)
 def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
-                 n_int, stats, dense_max, Rp, Ri, Rsel, X_mid, mid_index, out_cols, Lm, dep, Kd):
+                 n_int, stats, dense_max, Rp, Ri, Rsel, X_mid, mid_index, out_cols, Lm, dep, Kd, LDinv):
     """March ``S`` over the grid ``t`` (states ``X``) with the exp or exp2 step, sparse Jacobians.
 
     Parameters
@@ -442,8 +443,9 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
         the midpoint where ``Lm A = 0`` and ``Lm B = 0`` hold at the three points, the correction takes ``F3 c`` from a
         solve with ``Abar + Lm^T Lm`` (METHOD.md section 14, "Without F3") and ``[E | F1 | F2]``
         instead of ``[E | F1 | F2 | F3]`` (``stats[4]`` counts them).
-    dep, Kd : the states the laws ``Lm`` eliminate and ``Kd = Lm[:, dep]^-1 Lm[:, ind]``
-        (:func:`pbsens.model.conservation.dependent_states`; ``dep`` empty: none). Dense-step exp2
+    dep, Kd, LDinv : the states the laws ``Lm`` eliminate, ``Kd = Lm[:, dep]^-1 Lm[:, ind]`` and
+        ``LDinv = Lm[:, dep]^-1`` (:func:`pbsens.model.conservation.dependent_states`; ``dep``
+        empty: none). Dense-step exp2
         intervals where the laws hold at their points take the step in the ``nx - len(dep)``
         coordinates that remain (:mod:`pbsens.kernels.reduced`; ``stats[5]`` counts them).
     out_cols : (S.shape[1],) the column of ``S_out`` each column of ``S`` is stored in; the other
@@ -516,14 +518,7 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
             ind[q] = i
             rpos[i] = q
             q += 1
-    LDinv = np.empty((nk, nk))
-    for a in range(nk):
-        for b in range(nk):
-            LDinv[a, b] = Lm[a, dep[b]]
-    ipivr = np.empty(max(nr, nk, 1), dtype=F_INT_nptype)
-    if nk and inverse_inplace(LDinv, ipivr) != 0:
-        nk = 0
-        nr = 0
+    ipivr = np.empty(max(nr, 1), dtype=F_INT_nptype)
     ZT = np.empty((2, nk, np_))
     RW = np.empty((R_SLICES if nr else 0, nr, nr))
     RP = np.empty((P_SLICES if nr else 0, nr, np_))
@@ -532,5 +527,5 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
                  n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
                  SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm[:nl], LL, Xinv,
-                 ipiv, lawok, lw, tpos, ind[:nr], dep[:nk], rpos, dpos, Kd[:nk], LDinv, ZT, RW, RP, EFFr, wsr,
+                 ipiv, lawok, lw, tpos, ind, dep[:nk], rpos, dpos, Kd[:nk], LDinv, ZT, RW, RP, EFFr, wsr,
                  ipivr, LmT, LW)

@@ -5,8 +5,10 @@ A mass-action network ``x' = N v(x, p)`` has ``L f = 0`` for every row ``l`` of 
 ``l N = 0`` (conserved totals), hence ``L A = 0`` and ``L B = 0`` at every state and parameter
 vector, and ``A`` is singular. The exp2 midpoint correction uses ``L`` to replace the matrix
 function ``F3`` by a linear solve with the non-singular ``Abar + L^T L`` (METHOD.md section 14,
-"Without F3"); the march checks ``L A = 0`` and ``L B = 0`` at every grid point it uses it at, so
-a row that is not a law of the model only costs the faster path, never a wrong result.
+"Without F3"), and the sparse march takes its dense steps in the coordinates the laws leave
+(:func:`dependent_states`, :mod:`pbsens.kernels.reduced`); the march checks ``L A = 0`` and
+``L B = 0`` at every grid point it uses them at, so a row that is not a law of the model only
+costs the faster path, never a wrong result.
 """
 from __future__ import annotations
 
@@ -78,13 +80,14 @@ def dependent_states(L, rate=None):
     ``1 / (1 + rate_j / median(rate))``: a well-conditioned ``L[:, dep]`` that avoids the
     fastest states (``rate``: e.g. ``max |A_jj|`` along the trajectory), so that they stay
     coordinates of the reduced matrix, where the phi kernels deflate them
-    (:mod:`pbsens.kernels.phi_deflate`). Returns ``(dep, ind, K)`` (sorted ``int64`` index
-    arrays), or empty ones when there are no laws or ``cond(L[:, dep]) > MAX_COND``.
+    (:mod:`pbsens.kernels.phi_deflate`). Returns ``(dep, ind, K, L[:, dep]^-1)`` (``dep``, ``ind``
+    sorted ``int64`` index arrays), or empty ones when there are no laws or
+    ``cond(L[:, dep]) > MAX_COND``.
     """
     import scipy.linalg as sla
     L = np.asarray(L, dtype=np.float64)
     k, nx = L.shape
-    none = (np.zeros(0, np.int64), np.arange(nx, dtype=np.int64), np.zeros((0, nx)))
+    none = (np.zeros(0, np.int64), np.arange(nx, dtype=np.int64), np.zeros((0, nx)), np.zeros((0, 0)))
     if k == 0 or k >= nx:
         return none
     w = np.ones(nx)
@@ -99,4 +102,4 @@ def dependent_states(L, rate=None):
     LD = L[:, dep]
     if not np.linalg.cond(LD) <= MAX_COND:
         return none
-    return dep, ind, np.ascontiguousarray(np.linalg.solve(LD, L[:, ind]))
+    return dep, ind, np.ascontiguousarray(np.linalg.solve(LD, L[:, ind])), np.ascontiguousarray(np.linalg.inv(LD))
