@@ -3,7 +3,8 @@
 Every script in this folder maps its experiment names to runs in ``RUNS``
 (``{name: run}``; a script for a family of figures holds several), each
 ``run(quick=False, out_dir=None, progress=None, **overrides) -> dict``, which
-writes ``<name>.json`` (+ ``.csv`` where tabular, + PNGs) into ``out_dir``. This
+writes ``<name>.json`` (+ ``.csv`` where tabular, + PNGs) into ``out_dir`` (required:
+:func:`pbsens.reproduce.run` chooses it, never the committed ``results/``). This
 module holds the solver settings of the paper, model loading (memoised, so that a
 run of several experiments in one process compiles each model's kernels once),
 the :func:`experiment` decorator and the scripts' command line. Beside it, by
@@ -138,24 +139,34 @@ def experiment(name, paper=None):
 
 
 def main(runs, doc):
-    """Command line of a script: ``[NAME ...] [--quick] [--out DIR] [--no-progress]``.
+    """Command line of a script: ``[NAME ...] [--quick] [--out DIR] [--force] [--quiet]``.
 
     ``runs`` is the script's ``RUNS``; NAME (several figures in one script) picks
-    among them, default all.
+    among them, default all. Runs through :func:`pbsens.reproduce.run` (same output
+    folder rules, progress and report as ``pbsens reproduce``).
     """
     import argparse
+
+    from pbsens import PbsensError
+    from pbsens import reproduce
     ap = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
     if len(runs) > 1:
         ap.add_argument("names", nargs="*", metavar="NAME",
                         help=f"experiments to run: {', '.join(runs)} (default all)")
     ap.add_argument("--quick", action="store_true", help="fewer repeats/samples/dimensions")
-    ap.add_argument("--out", default=None, help="output folder (default results/ or results/quick/)")
-    ap.add_argument("--no-progress", action="store_true", help="no progress bars")
+    ap.add_argument("--out", default=None, help=f"output folder (default ./{reproduce.DEFAULT_OUT}, or a new "
+                                                "temporary folder with --quick)")
+    ap.add_argument("--force", action="store_true", help="write into an output folder that already holds files")
+    ap.add_argument("-q", "--quiet", "--no-progress", dest="quiet", action="store_true", help="no progress output")
     args = ap.parse_args()
     unknown = [n for n in getattr(args, "names", []) if n not in runs]
     if unknown:
         ap.error(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(runs)}")
-    for name in getattr(args, "names", None) or list(runs):
-        res = runs[name](quick=args.quick, out_dir=args.out, progress=False if args.no_progress else None)
-        print(f"{res['name']}: {res['wall_time_s']:.1f} s; wrote {', '.join(res['files'])} to "
-              f"{out_dir_for(args.out, args.quick)}")
+    try:
+        out = reproduce.run(getattr(args, "names", None) or list(runs), quick=args.quick, out_dir=args.out,
+                            force=args.force, progress=False if args.quiet else None)
+    except PbsensError as exc:
+        ap.exit(1, f"error: {exc}\n")
+    for name, res in out["results"].items():
+        print(f"{name}: {res['wall_time_s']:.1f} s; wrote {', '.join(res['files'])}")
+    print(f"results and REPORT.md in {out['out_dir']}")

@@ -10,13 +10,16 @@ from pathlib import Path
 import numpy as np
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent
+#: The committed reference results (read by ``make_report.py``'s default; never written by a run).
 RESULTS_DIR = EXPERIMENTS_DIR / "results"
 
 
-def out_dir_for(out_dir, quick):
-    """The output folder: ``out_dir``, else ``results/`` (full) or ``results/quick/`` (quick)."""
+def out_dir_for(out_dir, quick=False):
+    """The output folder ``out_dir``, created. There is no default: :func:`pbsens.reproduce.run` picks one
+    (never inside this folder), and the scripts' command line goes through it."""
     if out_dir is None:
-        out_dir = RESULTS_DIR / "quick" if quick else RESULTS_DIR
+        raise ValueError("out_dir is required: run experiments through pbsens.reproduce.run (or `pbsens "
+                         "reproduce`), which chooses the output folder")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     return out_dir
@@ -30,11 +33,24 @@ def show_progress(progress):
 
 
 def bar(iterable, progress, desc, total=None):
-    """A tqdm bar when ``progress`` (None: only on a terminal); the iterable itself otherwise."""
+    """``iterable`` with its progress shown.
+
+    ``progress`` is what the experiment's ``run`` received: a
+    :class:`pbsens.reproduce.Progress` (bars on a terminal, lines elsewhere), or a
+    bool / None (a tqdm bar when true, or when None and stderr is a terminal).
+    """
+    if hasattr(progress, "bar"):
+        return progress.bar(iterable, desc, total=total)
     if not show_progress(progress):
         return iterable
     from tqdm.auto import tqdm
     return tqdm(iterable, desc=desc, total=total, leave=False)
+
+
+def step(progress, text):
+    """Announce a sub-step of the running experiment (a line when progress is shown as lines)."""
+    if hasattr(progress, "step"):
+        progress.step(text)
 
 
 def strip_private(d):

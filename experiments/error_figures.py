@@ -21,7 +21,7 @@ import numpy as np
 import _common as C
 import _plotting as P
 import _timing as T
-from _results_io import write_csv
+from _results_io import step, write_csv
 
 #: name -> (paper's figure, model, time span)
 FIGURES = {"fig2_pka_error": ("Fig 2", "PKA", (0.0, 600.0)),
@@ -37,10 +37,12 @@ def error_experiment(model_name, span, *, quick, out_dir, progress, name, title,
 
     Returns the JSON-ready dict (and writes ``<name>.csv`` and ``<name>.png``).
     """
+    step(progress, f"{name}: {model_name}: model, state solve and {', '.join(methods)}")
     m = C.model(model_name)
     repeats = (3 if quick else 100) if repeats is None else int(repeats)
     tr = C.pbsens.solve_states(m, span, **C.STATE)
     res = {meth: C.pbsens.sensitivities(m, tr, method=meth) for meth in methods}
+    step(progress, f"{name}: reference forward sensitivities (BDF and Radau, rtol 1e-8)")
     ref, t_ref = T.timed(C.forward_sensitivities, m, span, t_eval=tr.t, **C.REFERENCE)
     ref2, t_ref2 = T.timed(C.forward_sensitivities, m, span, t_eval=tr.t, **C.REFERENCE_CHECK)
     rel = C.metrics().relative_error
@@ -69,11 +71,14 @@ def error_experiment(model_name, span, *, quick, out_dir, progress, name, title,
                                                     if on_pbs.size else None),
     }
     # cost: each method including its state solve, interleaved repeats
-    timing = T.time_methods(m, span, list(methods), repeats, progress=progress, desc=f"{name} timing")
+    step(progress, f"{name}: timing, one warm-up round")
+    timing = T.time_methods(m, span, list(methods), repeats, progress=progress,
+                            desc=f"{name}: timing, rounds of {len(methods)} methods")
     cost = {meth: {"total": T.summary(v["total"]), "sensitivities": T.summary(v["sensitivities"])}
             for meth, v in timing.items()}
     issue5 = issue5_check(stats, cost)
 
+    step(progress, f"{name}: CSV and figure")
     # CSV: one row per grid point
     header = ["k", "t"] + [f"E_{meth}" for meth in methods] + ["E_reference_floor", "pbsr_branch_of_interval_ending_here"]
     rows = [[k, tr.t[k]] + [E[meth][k] for meth in methods] + [E_floor[k], b_at[k]] for k in range(K)]

@@ -28,7 +28,7 @@ import numpy as np
 import _common as C
 import _plotting as P
 import _timing as T
-from _results_io import bar, write_csv
+from _results_io import bar, step, write_csv
 
 NAME = "fig6_random_linear"
 SPAN = (0.0, 10.0)
@@ -70,13 +70,14 @@ def run(quick=False, out_dir=None, progress=None, ns=None, draws=None, pbs_max_n
         return draws if cap is None else min(draws, int(cap))
 
     # warm-up: compile every kernel once (shared by all draws), outside the timings
+    step(progress, f"{NAME}: warm-up (compiles the kernels once)")
     m = C.random_linear(5, 12345)
     for meth in METHODS:
         _one(m, meth)
 
     rows, times, work = [], {k: {} for k in METHODS}, {k: {} for k in METHODS}
     jobs = [(n, d) for n in ns for d in range(draws)]
-    for n, d in bar(jobs, progress, f"{NAME}"):
+    for n, d in bar(jobs, progress, f"{NAME}: {len(ns)} dimensions n = {ns[0]}..{ns[-1]} x {draws} draws"):
         m = C.random_linear(n, d)
         for meth in METHODS:
             if meth == "pbs" and (n > pbs_max_n or d >= pbs_draws(n)):

@@ -11,7 +11,7 @@ Paper: PBSR is about two orders of magnitude more accurate than Exp, and close t
 Usage: ``python3 experiments/fig7_8_chua.py [--quick] [--out DIR]``.
 """
 import _common as C
-from _results_io import strip_private
+from _results_io import step, strip_private
 from error_figures import error_experiment
 from kappa_figures import ALL_METHODS, kappa_experiment
 
@@ -32,6 +32,7 @@ def run(quick=False, out_dir=None, progress=None, n_samples=None, repeats=None):
                            name="fig8_chua_kappa", n_samples=n_samples, methods=ALL_METHODS,
                            title="Fig 8: Chua, t in [0, 10]: perturbation error kappa_bar", late_from=5.0)
     # why PBSR is not closer to FS here: states at the refinement points (side experiment, not in the paper)
+    step(progress, f"{NAME}: PBSR with other state interpolations (side experiment)")
     rel = C.metrics().relative_error
     m, tr, ref = C.model("Chua"), err["_tr"], err["_ref"]
     interp = {}

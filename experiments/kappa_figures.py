@@ -29,7 +29,7 @@ import numpy as np
 import _common as C
 import _plotting as P
 import _timing as T
-from _results_io import bar, write_csv
+from _results_io import bar, step, write_csv
 
 #: name -> (paper's figure, model, time span, start of the window "after the transient")
 FIGURES = {"fig4_pka_kappa": ("Fig 4", "PKA", (0.0, 60000.0), 10.0),
@@ -44,6 +44,7 @@ def kappa_experiment(model_name, span, *, quick, out_dir, progress, name, title,
 
     ``late_from``: start of the "after the transient" window (default: second half of the span).
     """
+    step(progress, f"{name}: {model_name}: model, state solve and {', '.join(methods)}")
     m = C.model(model_name)
     n_samples = (10 if quick else 100) if n_samples is None else int(n_samples)
     tr = C.pbsens.solve_states(m, span, **C.STATE)
@@ -51,7 +52,7 @@ def kappa_experiment(model_name, span, *, quick, out_dir, progress, name, title,
     for meth in methods:
         res[meth] = T.fs_loose(m, span, t_eval=tr.t) if meth == "fs" else C.pbsens.sensitivities(m, tr, method=meth)
     kb, secs = {}, {}
-    for meth in bar(methods, progress, f"{name} kappa_bar"):
+    for meth in bar(methods, progress, f"{name}: kappa_bar, N = {n_samples}"):
         t0 = time.perf_counter()
         kb[meth] = C.metrics().kappa_bar(m, res[meth], n_samples=n_samples, seed=seed, progress=False)
         secs[meth] = time.perf_counter() - t0

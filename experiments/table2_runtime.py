@@ -19,7 +19,7 @@ import numpy as np
 import _common as C
 import _plotting as P
 import _timing as T
-from _results_io import write_csv
+from _results_io import step, write_csv
 
 NAME = "table2_runtime"
 SPAN = (0.0, 600.0)
@@ -39,8 +39,10 @@ def run(quick=False, out_dir=None, progress=None, repeats=None, models=("PKA", "
     models = list(models)
     table, rows = {}, []
     for name in models:
+        step(progress, f"{NAME}: {name}: model and one warm-up round")
         m = C.model(name)
-        tm = T.time_methods(m, SPAN, list(METHODS), repeats, progress=progress, desc=f"{NAME} {name}")
+        tm = T.time_methods(m, SPAN, list(METHODS), repeats, progress=progress,
+                            desc=f"{NAME}: {name}, rounds of {len(METHODS)} methods")
         for meth in METHODS:
             for i, (tot, sens) in enumerate(zip(tm[meth]["total"], tm[meth]["sensitivities"])):
                 rows.append([name, meth, i, tot, sens])

@@ -1,6 +1,13 @@
-"""pbsens.reproduce and the experiment scripts (experiments/): registry, errors, one tiny run, the report."""
+"""pbsens.reproduce and the experiment scripts (experiments/): registry, where they are found, the output
+folder (never the committed experiments/ files; no overwriting without force), progress lines, one tiny run,
+the report."""
+import hashlib
+import io
 import json
 import math
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,25 +49,153 @@ def test_bad_arguments_raise():
         reproduce.run(["fig7_8_chua"], overrides={"table2_runtime": {"repeats": 1}})
 
 
-def test_missing_experiments_folder_raises(monkeypatch, tmp_path):
-    """An installed pbsens run outside the repository cannot find the experiments."""
+def test_missing_experiments_folder_raises_wherever_it_runs(monkeypatch, tmp_path):
+    """An installed pbsens without the scripts says so; the current directory plays no part (not even the
+    repository root, which an earlier version looked in)."""
     repo = reproduce.experiments_dir().parent
     fake = tmp_path / "site-packages" / "pbsens" / "reproduce.py"
     monkeypatch.setattr(reproduce, "__file__", str(fake))
     monkeypatch.delenv("PBSENS_EXPERIMENTS_DIR", raising=False)
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(PbsensError, match="experiments folder"):
-        reproduce.run(["fig7_8_chua"], quick=True, out_dir=tmp_path)
-    # run from the repository root (the README's commands), it finds them again
-    monkeypatch.chdir(repo)
+    for where in (tmp_path, repo):
+        monkeypatch.chdir(where)
+        with pytest.raises(PbsensError, match="experiments folder"):
+            reproduce.run(["fig7_8_chua"], quick=True, out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()          # nothing created before the check
+    # a wheel install carries the scripts as pbsens/_experiments (pyproject's force-include)
+    shutil.copytree(repo / "experiments", fake.parent / "_experiments",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.png", "*.csv", "quick"))
+    assert reproduce.experiments_dir() == fake.parent / "_experiments"
+    assert reproduce.reference_dir() == fake.parent / "_experiments" / "results"
+    # $PBSENS_EXPERIMENTS_DIR comes first
+    monkeypatch.setenv("PBSENS_EXPERIMENTS_DIR", str(repo / "experiments"))
     assert reproduce.experiments_dir() == repo / "experiments"
 
 
+def test_the_wheel_carries_every_script_and_the_reference_results():
+    """pyproject's force-include maps every experiments/*.py (and the reference JSON) into pbsens/_experiments,
+    and the sdist holds experiments/ (a wheel built from the sdist needs the files it force-includes)."""
+    tomllib = pytest.importorskip("tomllib")
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text())
+    forced = conf["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    for script in sorted((REPO / "experiments").glob("*.py")):
+        key = f"experiments/{script.name}"
+        assert forced.get(key) == f"pbsens/_experiments/{script.name}", key
+    for name in reproduce.EXPERIMENTS:
+        key = f"experiments/results/{name}.json"
+        assert (REPO / key).is_file(), key
+        assert forced.get(key) == f"pbsens/_experiments/results/{name}.json", key
+    for source in forced:
+        assert (REPO / source).exists(), source
+    assert "experiments" in conf["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
+
+
+def test_default_output_folders(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert reproduce.default_out_dir(quick=False) == tmp_path / "pbsens-reproduce"
+    a, b = reproduce.default_out_dir(quick=True), reproduce.default_out_dir(quick=True)
+    try:
+        assert a != b and a.is_dir() and b.is_dir() and not any(a.iterdir())
+        assert tmp_path not in a.parents                # a quick run leaves nothing in the current directory
+    finally:
+        a.rmdir()
+        b.rmdir()
+
+
+def test_a_folder_that_holds_files_is_used_only_with_force(tmp_path, capsys):
+    from pbsens.cli import main
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "mine.txt").write_text("a user's file")
+    with pytest.raises(PbsensError, match="not empty.*--force"):
+        reproduce.prepare_out_dir(out)
+    assert reproduce.prepare_out_dir(out, force=True) == out.resolve()
+    assert (out / "mine.txt").read_text() == "a user's file"      # force writes into it, never clears it
+    assert reproduce.prepare_out_dir(tmp_path / "new" / "deeper") == (tmp_path / "new" / "deeper").resolve()
+    assert reproduce.prepare_out_dir(out / "mine").is_dir()          # a new folder inside it: fine
+    with pytest.raises(PbsensError, match="not a folder"):
+        reproduce.prepare_out_dir(out / "mine.txt", force=True)
+    # the experiments folder (scripts, committed reference results) is never an output folder, even with force
+    for inside in (reproduce.experiments_dir(), reproduce.experiments_dir() / "results",
+                   reproduce.experiments_dir() / "results" / "new"):
+        with pytest.raises(PbsensError, match="experiments folder"):
+            reproduce.prepare_out_dir(inside, force=True)
+    assert not (reproduce.experiments_dir() / "results" / "new").exists()
+    # the command line refuses before running anything, with a clear message and exit status 1
+    capsys.readouterr()
+    assert main(["reproduce", "fig7_8_chua", "--quick", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "not empty" in err and "--force" in err and "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == ["mine", "mine.txt"]
+
+
+def test_progress_lines_when_not_a_terminal():
+    """Lines (flushed, on the given stream) per experiment, per sub-step, per loop item when the loop is short
+    or ``every`` seconds have passed, and a heartbeat while nothing else is written; nothing when off."""
+    import time
+    buf = io.StringIO()
+    with reproduce.Progress("lines", stream=buf, every=0.0, heartbeat=0.2) as prog:
+        prog.begin(1, 2, "fig_a", "what it does")
+        prog.step("fig_a: reference solve")
+        assert list(prog.bar(["pbsr", "exp"], "fig_a: kappa_bar")) == ["pbsr", "exp"]
+        assert list(prog.bar(range(30), "fig_a: timing")) == list(range(30))
+        time.sleep(1.0)                                   # the heartbeat speaks for a long sub-step
+        prog.end(1.5)
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "[1/2] fig_a: started (what it does)"
+    assert any(line.startswith("    fig_a: reference solve (at ") for line in lines)
+    assert any("fig_a: kappa_bar: 2/2 (exp)" in line for line in lines)
+    assert any("fig_a: timing: 30/30" in line and "left)" in line for line in lines)
+    assert any("fig_a: still running" in line for line in lines)
+    assert lines[-1].startswith("[1/2] fig_a: done in 1.5 s")
+    quiet = io.StringIO()
+    with reproduce.Progress("off", stream=quiet) as prog:
+        prog.begin(1, 1, "x")
+        list(prog.bar(range(3), "x"))
+        prog.end()
+    assert quiet.getvalue() == ""
+    # None picks lines for a stderr that is not a terminal (a log file, CI), bars for a terminal
+    assert reproduce.Progress.auto(None).mode == "lines"
+    assert reproduce.Progress.auto(False).mode == "off" and reproduce.Progress.auto(True).mode == "bars"
+
+
+def _tree_hashes(folder):
+    """``{relative path: sha256}`` of every file under ``folder`` except bytecode caches."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def _git_status(path):
+    try:
+        res = subprocess.run(["git", "status", "--porcelain", "--", str(path)], cwd=REPO, capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout if res.returncode == 0 else None
+
+
 @pytest.mark.slow
-def test_tiny_chua_run_writes_json_png_and_report(tmp_path):
-    out = reproduce.run(["fig7_8_chua"], quick=True, out_dir=tmp_path, progress=False,
+def test_tiny_chua_run_from_elsewhere_writes_only_its_folder(tmp_path, monkeypatch, capsys):
+    """From another directory: results, PNGs and REPORT.md in the output folder, progress lines on the (not a
+    terminal) stderr, and the repository's committed experiments/ files untouched."""
+    experiments = REPO / "experiments"
+    before, status_before = _tree_hashes(experiments), _git_status(experiments)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    tmp_path = tmp_path / "out"
+    capsys.readouterr()
+    out = reproduce.run(["fig7_8_chua"], quick=True, out_dir=tmp_path,
                         overrides={"fig7_8_chua": {"n_samples": 3, "repeats": 2}})
+    err = capsys.readouterr().err
     assert Path(out["out_dir"]) == tmp_path
+    assert _tree_hashes(experiments) == before
+    assert _git_status(experiments) == status_before
+    assert sorted(p.name for p in elsewhere.iterdir()) == []        # nothing written in the current directory
+    lines = err.splitlines()
+    assert "[1/1] fig7_8_chua: started (Figs 7, 8: " in err
+    assert any(line.startswith("[1/1] fig7_8_chua: done in ") for line in lines)
+    assert "fig7_chua_error: reference forward sensitivities" in err and "fig8_chua_kappa: kappa_bar" in err
+    assert "\r" not in err                             # lines, not bars
     res = out["results"]["fig7_8_chua"]
     assert res["quick"] is True and res["overrides"] == {"n_samples": 3, "repeats": 2}
 
@@ -95,6 +230,13 @@ def test_tiny_chua_run_writes_json_png_and_report(tmp_path):
     assert "](fig7_chua_error.png)" in text and "](fig8_chua_kappa.png)" in text
     assert "Quick mode" in text
     assert "Not run" in text            # the other experiments did not run in this folder
+    # compared with the committed reference: the Chua rows, both verdicts
+    assert "## Compared with the published reference" in text
+    rows = {r["experiment"]: r for r in out["comparison"]["rows"]}
+    assert set(rows) == {"Figures 7 and 8: Chua's circuit", "Second-order variants (issue 5): pbsr2 and exp2"}
+    chua = rows["Figures 7 and 8: Chua's circuit"]
+    assert chua["reference_verdict"].startswith("accuracy vs Exp holds") and chua["verdict"]
+    assert out["comparison"]["wall_time_s"]["fig7_8_chua"]["reference"] > 0
 
 
 def test_report_of_an_empty_folder_says_not_run(tmp_path):

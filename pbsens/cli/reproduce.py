@@ -6,7 +6,7 @@ import os
 import time
 
 from ..errors import PbsensError
-from .common import fmt_time, say, show_progress
+from .common import say
 
 
 def _reproduce_module():
@@ -45,14 +45,26 @@ def run(args):
     if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise PbsensError(f"'--out': {args.out!r} exists and is not a folder")
     t0 = time.perf_counter()
-    out = mod.run(names=names, quick=args.quick, out_dir=args.out, progress=show_progress(args))
+    # progress on stderr: bars on a terminal, lines otherwise (a log, CI), nothing with --quiet
+    out = mod.run(names=names, quick=args.quick, out_dir=args.out, force=args.force,
+                  progress=False if args.quiet else None)
     n = len(experiments) if names is None else len(names)
-    say(args, f"ran {n} experiment(s){' (quick)' if args.quick else ''} in {fmt_time(time.perf_counter() - t0)}"
-               + (f"; results in {args.out}" if args.out else ""))
-    if isinstance(out, dict):
-        for k, v in out.items():
-            if isinstance(v, (str, os.PathLike)):
-                say(args, f"  {k}: {v}")
+    dur = mod.format_duration
+    say(args, f"ran {n} experiment(s){' (quick)' if args.quick else ''} in {dur(time.perf_counter() - t0)}")
+    say(args, f"  results: {out['out_dir']}")
+    say(args, f"  report:  {out['report']}")
+    cmp = out.get("comparison")
+    if cmp and cmp.get("rows"):
+        same = sum(r["same_verdict"] for r in cmp["rows"])
+        say(args, f"compared with the published reference (experiments/REPORT.md): the same verdict on {same} "
+                  f"of {len(cmp['rows'])}" + (" (quick mode: differences expected)" if args.quick else ""))
+        for r in cmp["rows"]:
+            mark = "  " if r["same_verdict"] else "! "
+            say(args, f"  {mark}{r['experiment']}: {r['verdict']} (reference: {r['reference_verdict']})")
+        walls = [(w["run"], w["reference"]) for w in cmp.get("wall_time_s", {}).values()]
+        if walls and all(a and b for a, b in walls):
+            say(args, f"  wall time of these experiments: {dur(sum(a for a, _ in walls))} here, "
+                      f"{dur(sum(b for _, b in walls))} in the reference run")
     return 0
 
 
@@ -69,11 +81,17 @@ def add_parser(subparsers):
     """The ``reproduce`` subcommand and its options."""
     sp = subparsers.add_parser(
         "reproduce", help="run the paper's experiments (figures and tables of Section 8)",
-        description="Regenerate the paper's experiments with pbsens.reproduce.run: the named ones, or all.",
+        description="Regenerate the paper's experiments with pbsens.reproduce.run: the named ones, or all. "
+                    "Results and their REPORT.md go into the output folder (--out); progress goes to stderr.",
         epilog=_experiments_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     sp.add_argument("names", nargs="*", metavar="NAME", help="experiments to run, or 'all' (default all)")
     sp.add_argument("--quick", action="store_true", help="short spans and few samples: a smoke test")
-    sp.add_argument("--out", metavar="DIR", help="folder for the results (default: the module's)")
+    sp.add_argument("--out", metavar="DIR",
+                    help="folder for the results and REPORT.md (default ./pbsens-reproduce, or a new temporary "
+                         "folder with --quick); the committed experiments/ files are never written")
+    sp.add_argument("--force", action="store_true",
+                    help="write into an output folder that already holds files (replacing those of the same names)")
     sp.add_argument("--list", action="store_true", help="list the experiments and exit")
-    sp.add_argument("-q", "--quiet", action="store_true", help="no progress bars or summary")
+    sp.add_argument("-q", "--quiet", action="store_true",
+                    help="no progress (bars on a terminal, lines on stderr otherwise) and no summary")
     return sp
