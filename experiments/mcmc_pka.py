@@ -17,7 +17,8 @@ Usage::
     python experiments/mcmc_pka.py            # full run (~5-8 min on 2 cores)
     python experiments/mcmc_pka.py --quick    # ~1 min
 
-Outputs ``mcmc_pka.json``, ``mcmc_pka.md`` and ``mcmc_pka.png`` in ``--out-dir``.
+Outputs ``mcmc_pka.json``, ``mcmc_pka.md`` and ``mcmc_pka.png`` in ``--out-dir`` (default
+``./pbsens-reproduce-mcmc``; the committed ``results/mcmc_pka.*`` are the reference).
 """
 from __future__ import annotations
 
@@ -101,8 +102,10 @@ def _ess(res):
         return None
 
 
-def run(quick=False, out_dir="experiments/results", progress=None) -> dict:
-    """Run the comparison; write JSON, markdown and PNG into ``out_dir``; return the JSON dict."""
+def run(quick=False, out_dir=None, progress=None) -> dict:
+    """Run the comparison; write JSON, markdown and PNG into ``out_dir`` (required); return the JSON dict."""
+    if out_dir is None:
+        raise ValueError("out_dir is required (the command line's default is ./pbsens-reproduce-mcmc)")
     t_all = time.perf_counter()
     sizes = SIZES["quick" if quick else "full"]
     model = build_model()
@@ -242,10 +245,17 @@ def _plot(runs, theta_true, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="short chains (~1 minute)")
-    ap.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "results"))
+    ap.add_argument("--out-dir", default="pbsens-reproduce-mcmc",
+                    help="output folder (default ./pbsens-reproduce-mcmc; never the committed results/)")
+    ap.add_argument("--force", action="store_true", help="write into an output folder that already holds files")
     ap.add_argument("--progress", action="store_true", default=None, help="show progress bars")
     args = ap.parse_args(argv)
-    out = run(quick=args.quick, out_dir=args.out_dir, progress=args.progress)
+    from pbsens.reproduce import prepare_out_dir
+    try:
+        out_dir = prepare_out_dir(args.out_dir, force=args.force)
+    except pbsens.PbsensError as exc:
+        ap.exit(1, f"error: {exc}\n")
+    out = run(quick=args.quick, out_dir=out_dir, progress=args.progress)
     print(_markdown(out))
 
 
