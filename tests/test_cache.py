@@ -14,9 +14,12 @@ import sys
 import textwrap
 import time
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from pbsens.kernels import numba_cache_dir
 from pbsens.model import cache, codegen
 from pbsens.model.cache import CacheWarning
 from pbsens.model.spec import ModelSpec
@@ -67,9 +70,22 @@ def _check_module(module, c, k=0.5):
 
 
 def _model_files(d, spec):
+    """The entry's files: beside it, in its __pycache__ and numba's (under $NUMBA_CACHE_DIR
+    when that is set)."""
     key = codegen.module_key(spec)
-    files = [p for p in d.rglob(f"{cache.MODULE_PREFIX}{key}*") if p.is_file()]
-    return files
+    pattern = f"{cache.MODULE_PREFIX}{key}*"
+    files = {p for p in d.rglob(pattern) if p.is_file()}
+    files |= {p for p in Path(numba_cache_dir(str(d))).glob(pattern) if p.is_file()}
+    return sorted(files)
+
+
+def _all_files(d):
+    """Every file the cache in ``d`` holds, numba's under $NUMBA_CACHE_DIR included."""
+    numba_dir = Path(numba_cache_dir(str(d)))
+    files = {p for p in d.rglob("*") if p.is_file()}
+    if numba_dir.exists():
+        files |= {p for p in numba_dir.iterdir() if p.is_file()}
+    return sorted(files)
 
 
 def test_warm_load_gives_no_warning_and_same_module(cache_in):
@@ -243,7 +259,7 @@ def test_cache_info_and_clear(cache_in):
     assert info["directory"] == str(cache_in)
     assert info["n_models"] == 2
     assert sorted(m["model"] for m in info["models"]) == ["cache_info_a", "cache_info_b_x"]
-    on_disk = sum(p.stat().st_size for p in cache_in.rglob("*") if p.is_file())
+    on_disk = sum(p.stat().st_size for p in _all_files(cache_in))
     assert info["size_bytes"] == on_disk > 0
     assert all(m["valid"] and m["age_s"] >= 0 for m in info["models"])
     text = cache.format_cache_info(info)
@@ -251,7 +267,7 @@ def test_cache_info_and_clear(cache_in):
     out = cache.cache_clear()
     assert out["removed"] == 2 and out["freed_bytes"] == on_disk
     assert cache.cache_info()["n_models"] == 0
-    assert not [p for p in cache_in.rglob("*") if p.is_file()]
+    assert not _all_files(cache_in)
     _check_module(_load_fresh(spec_a), c_a)   # rebuilt on the next load
     assert cache.cache_info()["n_models"] == 1
 
@@ -266,7 +282,7 @@ def test_size_bound_evicts_least_recently_used(cache_in, monkeypatch):
     past = time.time() - 1000
     os.utime(cache.entry_path(str(cache_in), kb, ".lock"), (past, past))   # b used long ago
     os.utime(cache.entry_path(str(cache_in), kb), (past, past))
-    one = sum(p.stat().st_size for p in cache_in.rglob(f"*{ka}*") if p.is_file())
+    one = sum(p.stat().st_size for p in _model_files(cache_in, spec_a))
     monkeypatch.setenv("PBSENS_CACHE_MAX_MB", str(2.5 * one / 2**20))   # room for two models
     _check_module(_load_fresh(spec_c), c_c)
     keys = {m["key"] for m in cache.cache_info()["models"]}

@@ -52,3 +52,27 @@ def test_a_missing_source_or_unwritable_cache_does_nothing_harmful(tmp_path):
         drop_stale_cache([str(src / "a.py")], [str(cache)])           # no exception
     finally:
         os.chmod(cache, 0o700)
+
+
+def test_numba_cache_dir_is_where_numba_writes(tmp_path):
+    """numba_cache_dir names the folder the installed numba really writes a cached function's
+    files to, with and without $NUMBA_CACHE_DIR (a fresh process each time: numba reads the
+    variable once at import)."""
+    import subprocess
+    import sys
+    src = tmp_path / "some dir" / "src"
+    src.mkdir(parents=True)
+    (src / "cached_mod.py").write_text("import numba\n\n@numba.njit(cache=True)\n"
+                                       "def f(x):\n    return x + 1\n")
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import cached_mod; cached_mod.f(1)\n"
+              "from pbsens.kernels import numba_cache_dir; print(numba_cache_dir(sys.argv[1]))")
+    for numba_dir in (None, tmp_path / "numba cache"):
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+        if numba_dir is not None:
+            env["NUMBA_CACHE_DIR"] = str(numba_dir)
+        out = subprocess.run([sys.executable, "-c", script, str(src)], env=env, check=True,
+                             capture_output=True, text=True).stdout.strip()
+        written = {p.parent for p in tmp_path.rglob("cached_mod.f-*.nbi")}
+        assert written == {__import__("pathlib").Path(out)}, (written, out)
+        for p in tmp_path.rglob("cached_mod.f-*"):
+            p.unlink()

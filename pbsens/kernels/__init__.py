@@ -19,13 +19,18 @@ import tempfile
 _STAMP = "pbsens-kernels.sha256"
 
 
-def _numba_cache_dir(source_dir):
-    """Where numba caches the functions of the files in ``source_dir``: ``$NUMBA_CACHE_DIR``
-    mirroring the source path when set, else the folder's ``__pycache__``."""
+def numba_cache_dir(source_dir):
+    """Where numba caches the functions of the files in ``source_dir``.
+
+    The folder's ``__pycache__``, or under ``$NUMBA_CACHE_DIR`` when that is set: there numba
+    names the folder ``<last part of source_dir>_<SHA-1 of its absolute path>`` (numba's
+    ``_UserProvidedCacheLocator``; ``tests/test_kernel_cache.py`` checks this rule against where
+    the installed numba really writes)."""
     root = os.environ.get("NUMBA_CACHE_DIR")
     if root:
-        tail = os.path.splitdrive(os.path.abspath(source_dir))[1].lstrip(os.sep)
-        return os.path.join(root, tail)
+        path = os.path.abspath(source_dir)
+        sub = os.path.basename(path) + "_" + hashlib.sha1(path.encode()).hexdigest()
+        return os.path.join(root, sub)
     return os.path.join(source_dir, "__pycache__")
 
 
@@ -65,10 +70,18 @@ def drop_stale_cache(sources, cache_dirs):
 
 
 def _check_cache():
+    """Drop numba's files if the kernels' sources changed; when no machine code is left (a fresh
+    installation, or after an edit of a kernel), say so once: the kernels compiled with explicit
+    signatures compile at import, which then takes about a minute, and nothing else would tell
+    why."""
     here = os.path.dirname(os.path.abspath(__file__))
     parent = os.path.dirname(here)
     sources = glob.glob(os.path.join(glob.escape(here), "*.py")) + [os.path.join(parent, "forward.py")]
-    drop_stale_cache(sources, [_numba_cache_dir(here), _numba_cache_dir(parent)])
+    drop_stale_cache(sources, [numba_cache_dir(here), numba_cache_dir(parent)])
+    if not glob.glob(os.path.join(glob.escape(numba_cache_dir(here)), "*.nbi")):
+        from ..notices import notice
+        notice("kernels", "compiling the numerical kernels once for this machine (about a minute; "
+                          "later runs load them from the cache)")
 
 
 _check_cache()

@@ -3,7 +3,8 @@
 One entry per model: ``pbsens_model_<key>.py`` (the generated module) in the cache
 directory, plus what Python and numba store beside it in ``__pycache__/`` (bytecode
 ``.pyc``, numba's index ``.nbi`` and machine code ``.nbc``, all named
-``pbsens_model_<key>.*``) and a lock file ``pbsens_model_<key>.lock``.
+``pbsens_model_<key>.*``; numba's files go under ``$NUMBA_CACHE_DIR`` when that is set,
+:func:`pbsens.kernels.numba_cache_dir`) and a lock file ``pbsens_model_<key>.lock``.
 
 Integrity. The first line of every generated file is a header holding the entry's key
 and the SHA-256 of the rest of the file::
@@ -45,6 +46,8 @@ import stat
 import tempfile
 import time
 import warnings
+
+from ..kernels import numba_cache_dir
 
 __all__ = ["CacheWarning", "cache_dir", "cache_info", "cache_clear", "entry_path", "entry_lock",
            "read_entry", "write_entry", "write_atomic", "discard_entry", "purge_artifacts",
@@ -149,9 +152,20 @@ def entry_path(directory: str, key: str, suffix: str = ".py") -> str:
     return os.path.join(directory, f"{MODULE_PREFIX}{key}{suffix}")
 
 
+def _artifact_dirs(directory: str) -> list:
+    """Where Python's bytecode (``__pycache__``) and numba's files of the entries in
+    ``directory`` go: numba's folder differs when ``$NUMBA_CACHE_DIR`` is set."""
+    dirs = [os.path.join(directory, "__pycache__")]
+    numba_dir = numba_cache_dir(directory)
+    if os.path.abspath(numba_dir) != os.path.abspath(dirs[0]):
+        dirs.append(numba_dir)
+    return dirs
+
+
 def _artifacts(directory: str, key: str) -> list:
-    """Python's and numba's files of one entry in ``__pycache__``."""
-    return glob.glob(os.path.join(glob.escape(directory), "__pycache__", f"{MODULE_PREFIX}{key}.*"))
+    """Python's and numba's files of one entry."""
+    return [p for d in _artifact_dirs(directory)
+            for p in glob.glob(os.path.join(glob.escape(d), f"{MODULE_PREFIX}{key}.*"))]
 
 
 def purge_artifacts(directory: str, key: str) -> int:
@@ -314,8 +328,8 @@ def _discard_unless_locked(directory: str, key: str) -> bool:
 def _entries(directory: str) -> dict:
     """``{key: {"files": [...], "size_bytes": n, "last_used": t, "created": t}}``."""
     out = {}
-    names = glob.glob(os.path.join(glob.escape(directory), MODULE_PREFIX + "*")) + \
-        glob.glob(os.path.join(glob.escape(directory), "__pycache__", MODULE_PREFIX + "*"))
+    names = [p for d in [directory] + _artifact_dirs(directory)
+             for p in glob.glob(os.path.join(glob.escape(d), MODULE_PREFIX + "*"))]
     for path in names:
         base = os.path.basename(path)[len(MODULE_PREFIX):]
         key = base.split(".", 1)[0]

@@ -38,6 +38,7 @@ import warnings
 
 from .. import __version__
 from ..errors import ModelError, PbsensError
+from ..notices import notice
 from . import cache
 from .cache import CacheWarning, cache_dir
 from .spec import ModelSpec
@@ -108,6 +109,7 @@ def _load(spec: ModelSpec, key: str, directory: str, generate=None):
                           "rebuilding it", CacheWarning, stacklevel=4)
             cache.discard_entry(directory, key)
         if status != "ok":
+            notice(f"model:{key}", f"compiling model {spec.name!r} once (cached in {directory})")
             source = (generate or _generate)(spec)
             cache.purge_artifacts(directory, key)
             cache.write_entry(directory, key, source, model=spec.name, codegen=CODEGEN_VERSION,
