@@ -153,6 +153,15 @@ def test_progress_lines_when_not_a_terminal():
         list(prog.bar(range(3), "x"))
         prog.end()
     assert quiet.getvalue() == ""
+    # bars (a terminal): tqdm's bars, the experiment's start and end as lines above them
+    bars = io.StringIO()
+    with reproduce.Progress("bars", stream=bars) as prog:
+        prog.begin(1, 1, "fig_b")
+        list(prog.bar(range(3), "fig_b: timing"))
+        prog.end(2.0)
+    text = bars.getvalue()
+    assert "[1/1] fig_b: started" in text and "[1/1] fig_b: done in 2.0 s" in text
+    assert "experiments: 100%" in text and "\r" in text
     # None picks lines for a stderr that is not a terminal (a log file, CI), bars for a terminal
     assert reproduce.Progress.auto(None).mode == "lines"
     assert reproduce.Progress.auto(False).mode == "off" and reproduce.Progress.auto(True).mode == "bars"
