@@ -29,7 +29,7 @@ and compares AMICI's states at the output times with a tight pbsens state solve 
     PBSENS_AMICI_PYTHON=/path/to/amici-venv/bin/python python -m benchmarks.amici_lang \\
         --reference REF.npz (bench_sparse_lang --reference) [--lock LOCKFILE] \\
         [--rtol 1e-4 1e-5 1e-6 1e-7 1e-8] [--linear-solver klu dense] [--repeats 3] \\
-        [--out benchmarks/results/amici_lang_w11.txt]
+        [--out benchmarks/results/amici_lang.txt]
 """
 import argparse
 import contextlib
@@ -54,7 +54,7 @@ from pbsens.problems.petab import read_problem  # noqa: E402
 from pbsens.problems.problem import Problem  # noqa: E402
 
 DEFAULT = "../shared/petab/Lang_PLOSComputBiol2024/Lang_PLOSComputBiol2024.yaml"
-RESULTS = Path(__file__).resolve().parent / "results" / "amici_lang_w11.txt"
+RESULTS = Path(__file__).resolve().parent / "results" / "amici_lang.txt"
 # sundials' linear solver enum as AMICI reports it (Solver.get_linear_solver)
 LINEAR_SOLVERS = {1: "dense", 2: "band", 3: "LAPACKDense", 4: "LAPACKBand", 5: "diag", 6: "SPGMR", 7: "SPBCG",
                   8: "SPTFQMR", 9: "KLU", 10: "SuperLUMT"}

@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     python benchmarks/bench_large.py [--models salazar,lang,net50,...,net2000] [--repeats 3]
-                                     [--backend auto] [--out benchmarks/results/large_import.json]
+                                     [--backend auto] [--out benchmarks/results/bench_large.json]
                                      [--plot docs/img/large_import.png]
 
 Models: ``salazar`` and ``lang`` (PEtab problems SalazarCavazos_MBoC2020 and
@@ -268,7 +268,7 @@ def main(argv=None):
     ap.add_argument("--models", default=DEFAULT_MODELS)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--backend", default="auto", choices=("auto", "numba", "tape"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "large_import.json"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "bench_large.json"))
     ap.add_argument("--plot", default=os.path.join(ROOT, "docs", "img", "large_import.png"))
     args = ap.parse_args(argv)
     rows = []
