@@ -1,7 +1,7 @@
 """Mode ``petab-fs`` of ``amici_side.py``: AMICI's forward sensitivities of all states of one PEtab condition.
 
 Part of the AMICI side: run in AMICI's own Python by ``amici_side.py``, it imports only AMICI,
-petab, numpy, the standard library and ``amici_side``'s helpers (never pbsens).
+petab, numpy, the standard library and the helpers of ``amici_common.py`` (never pbsens).
 
 ``petab-fs YAML --params LABEL=FILE [...] --t-eval-file TS --rtol R [R ...] --atol A [A ...] --out JSON``
     Import the PEtab (v1) problem (cached in ``--cache-dir`` like mode ``petab``; ``--fix ID ...``
@@ -26,9 +26,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from amici_side import (_amici, _encode, _environment, _floats, _import_petab, _median, _messages, _pairs,
-                        _quiet_amici_logs, _shown_path, _solver_settings, _status_text, _timed_runs, _to_sbml_ids,
-                        _write)
+try:  # amici_side.py run as a script: the scripts' folder is on sys.path
+    from amici_common import (_amici, _encode, _environment, _floats, _import_petab, _median, _messages, _pairs,
+                              _quiet_amici_logs, _shown_path, _solver_settings, _status_text, _timed_runs,
+                              _to_sbml_ids, _write)
+except ImportError:  # import benchmarks.amici_side_fs
+    from benchmarks.amici_common import (_amici, _encode, _environment, _floats, _import_petab, _median, _messages,
+                                         _pairs, _quiet_amici_logs, _shown_path, _solver_settings, _status_text,
+                                         _timed_runs, _to_sbml_ids, _write)
 
 
 def _ids_file(path):
