@@ -148,3 +148,59 @@ def test_newton_rejects_an_unstable_steady_state():
     x, _, info = steady_state(m, strategy="newton", return_info=True)
     assert info["strategy"] == "simulate"
     assert x[0] == pytest.approx(2.0, rel=1e-10)
+
+
+def test_approach_uses_the_solver_asked_for(prod_deg, monkeypatch):
+    """The approach is integrated by the solver the caller names (default the compiled Rodas5P, not
+    LSODA), and ``info`` says which and how many evaluations it took."""
+    seen = []
+    real = pbsens.solve_states
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["method"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pbsens, "solve_states", spy)
+    xe, _ = _prod_deg_exact(prod_deg.p)
+    for solver, expected in ((None, "rodas5p"), ("BDF", "BDF"), ("LSODA", "LSODA")):
+        seen.clear()
+        kw = {} if solver is None else {"solver": solver}
+        x, _, info = steady_state(prod_deg, return_info=True, **kw)
+        assert seen and set(seen) == {expected}
+        assert info["solver"] == expected and info["nfev"] > 0
+        assert np.allclose(x, xe, rtol=1e-9, atol=0)
+
+
+def test_budget_overrun_names_the_solver_and_the_options(prod_deg):
+    """More than ``max_nfev`` evaluations in the approach: a SolverError naming the solver used and the
+    options to change, whichever solver (Rodas5P counts steps, scipy's solvers evaluations)."""
+    for solver in ("rodas5p", "LSODA", "BDF"):
+        with pytest.raises(pbsens.SolverError) as exc:
+            steady_state(prod_deg, solver=solver, max_nfev=5)
+        msg = str(exc.value)
+        assert f"solver {solver!r}" in msg and "max_nfev = 5" in msg, msg
+        for option in ("'max_nfev'", "'solver'", "'rtol'/'atol'", "steady_state_options", "strategy='newton'"):
+            assert option in msg, (option, msg)
+    # the budget counts the evaluations of all horizons together: exactly enough passes, one fewer fails
+    _, _, info = steady_state(prod_deg, solver="LSODA", return_info=True)
+    n = info["nfev"]
+    assert steady_state(prod_deg, solver="LSODA", max_nfev=n, return_info=True)[2]["nfev"] == n
+    with pytest.raises(pbsens.SolverError, match=f"max_nfev = {n - 1} "):
+        steady_state(prod_deg, solver="LSODA", max_nfev=n - 1)
+    with pytest.raises(pbsens.PbsensError, match="'max_nfev'"):
+        steady_state(prod_deg, max_nfev=0)
+    with pytest.raises(pbsens.PbsensError, match="'solver'"):
+        steady_state(prod_deg, solver=None)
+
+
+def test_simulate_passes_its_solver_to_the_steady_state(prod_deg):
+    """``simulate(solver=...)`` approaches an ``inf`` output with that solver unless
+    ``steady_state_options`` names another; without a solver, steady_state's default (Rodas5P)."""
+    xe, Se = _prod_deg_exact(prod_deg.p)
+    r = simulate(prod_deg, [0.0, 1.0, np.inf], method="exp2", solver="BDF")
+    assert r.steady_state["solver"] == "BDF"
+    assert np.allclose(r.x[-1], xe, rtol=1e-9) and np.allclose(r.S[-1], Se, rtol=1e-8, atol=1e-12)
+    r = simulate(prod_deg, [0.0, 1.0, np.inf], method="exp2", solver="BDF",
+                 steady_state_options={"solver": "Radau"})
+    assert r.steady_state["solver"] == "Radau"
+    assert simulate(prod_deg, [0.0, np.inf], method="fs").steady_state["solver"] == "rodas5p"

@@ -257,7 +257,8 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         Solver tolerances (of the states; of states and sensitivities for ``"fs"``).
     steady_state_options : dict, optional
         Keyword arguments of :func:`~pbsens.problems.steady_state.steady_state`
-        for ``inf`` outputs (``strategy``, ``rtol``, ``atol``, ``max_time``, ...).
+        for ``inf`` outputs (``strategy``, ``rtol``, ``atol``, ``max_time``, ...);
+        its ``solver`` defaults to ``solver`` when that is given.
     estimate_error : bool
         Post-hoc methods, finite outputs: ``Simulation.error_estimate``. Each segment's
         march estimates its own error as a signed matrix (``SensitivityResult.error_matrix``,
@@ -415,8 +416,11 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
     n_inf = te.size - finite.size
     if n_inf:
         t1 = time.perf_counter()
+        ss_opts = dict(steady_state_options or {})
+        if isinstance(solver, str):
+            ss_opts.setdefault("solver", solver)      # the caller's solver approaches the steady state too
         x_ss, S_ss, ss_info = steady_state(model, p, x, S if sens else None, sensitivities=sens, t=t_last,
-                                           return_info=True, **(steady_state_options or {}))
+                                           return_info=True, **ss_opts)
         t_ss = time.perf_counter() - t1
         X_out[finite.size:] = x_ss
         if sens:

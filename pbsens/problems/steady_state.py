@@ -11,6 +11,23 @@
    Newton from ``x0`` first and falls back to the simulation when it does not
    converge (faster, but may find another steady state than the one reached
    from ``x0`` when there are several).
+
+   The approach is integrated by the compiled Rodas5P (``solver="rodas5p"``)
+   unless the caller names another solver, within a budget of ``max_nfev``
+   right-hand-side evaluations over all horizons; a failed or over-budget
+   approach raises :class:`SolverError` naming the solver, its tolerances and the
+   options to change. Rodas5P, not LSODA, because biochemical steady states are
+   stiff and LSODA's stiffness detection can miss them near equilibrium: each
+   horizon restarts LSODA in its non-stiff Adams mode, and at tight tolerances its
+   corrector counts as converged after one evaluation (correction below
+   ``100 eps`` times the weighted norm of ``x``, i.e. about ``1e-3`` at rtol
+   1e-11), so the Lipschitz estimate its switch to BDF needs is never formed. On
+   Brannmark_JBC2010's preequilibration (an eigenvalue of -5e5) LSODA at rtol
+   1e-11, atol 1e-13 then stays at order 1 with a step of 1.2e-6 (one evaluation
+   per step, 1e6 evaluations for 1.2 time units), or switches to BDF within 21
+   steps, depending on the last bits of the parameters (8 of 20 perturbations by
+   1e-15 relative got stuck; ``tests/test_steady_state_robust.py``). Rodas5P took
+   the same 1008 evaluations on all 20.
 2. **Conservation laws.** Newton steps and sensitivities respect the model's
    linear conservation laws ``L^T x = const`` (e.g. total protein): ``L`` spans
    the left null space of ``A = df/dx`` at the steady state (numerically, from
@@ -105,28 +122,67 @@ def _plausible(model, t, x0, x, p, atol):
     return bool(np.all(ev.real <= 1e-8 * scale))
 
 
-def _simulate_to_steady_state(model, t, x, p, rtol, atol, solver, max_time, sim_rtol, sim_atol):
+#: Right-hand-side evaluations per step of the compiled Rodas5P (its 8 stages share one ``f(x)``; plus
+#: ``df/dt`` when the model depends on time): the approach's ``max_nfev`` becomes its ``max_steps``.
+_RODAS5P_NFEV_PER_STEP = 8
+
+
+def _budget(solver, rest):
+    """The solver's own limit for a horizon when ``rest`` evaluations of the budget remain."""
+    from ..solvers import SOLVERS, _accepts
+    from ..solvers.rosenbrock import METHOD
+    if solver == METHOD:
+        return {"max_steps": max(1, rest // _RODAS5P_NFEV_PER_STEP)}
+    fn = SOLVERS.get(solver)
+    if fn is not None and _accepts(fn, "max_nfev"):
+        return {"max_nfev": max(1, rest)}
+    return {}
+
+
+def _advice(rtol, atol, max_nfev):
+    return ("change steady_state's options (steady_state_options={...} of Problem.evaluate, simulate and "
+            "condition_estimates; Problem.evaluate's solver, rtol, atol set them too): "
+            f"'max_nfev' (now {max_nfev}), 'solver' ('rodas5p' or 'BDF' for stiff models), "
+            f"'rtol'/'atol' (now {rtol:g}/{atol:g}; the approach is integrated 10x tighter), "
+            "or strategy='newton'")
+
+
+def _simulate_to_steady_state(model, t, x, p, rtol, atol, solver, max_time, sim_rtol, sim_atol, max_nfev):
+    """Integrate over horizons 1, 10, 100, ... until converged; return (x, t reached, wrms, evaluations)."""
     from .. import solve_states
     f = model.rhs(t, x, p)
     err = _wrms(f, x, rtol, atol)
-    horizon, elapsed = 1.0, 0.0
+    horizon, elapsed, used = 1.0, 0.0, 0
+    what = (f"steady state of model {model.name!r}: the approach by solver {solver!r} "
+            f"(rtol {sim_rtol:g}, atol {sim_atol:g})")
     while err >= 1.0:
         if elapsed >= max_time:
             raise SolverError(f"steady state of model {model.name!r}: no steady state within time {max_time:.3g} "
                               f"of the start (weighted norm of f = {err:.3g}, needs < 1); raise 'max_time' or "
                               "check that the model has a stable steady state")
-        tr = solve_states(model, (t + elapsed, t + elapsed + horizon), p=p, x0=x, method=solver, rtol=sim_rtol,
-                          atol=sim_atol, dense_output=False)
+        a, b = t + elapsed, t + elapsed + horizon
+        if used >= max_nfev:
+            raise SolverError(f"{what} used {used} right-hand-side evaluations, the budget max_nfev = {max_nfev}, "
+                              f"by t = {a:.6g} (weighted norm of f = {err:.3g}, needs < 1); "
+                              + _advice(rtol, atol, max_nfev))
+        try:
+            tr = solve_states(model, (a, b), p=p, x0=x, method=solver, rtol=sim_rtol, atol=sim_atol,
+                              dense_output=False, **_budget(solver, max_nfev - used))
+        except SolverError as exc:
+            raise SolverError(f"{what} failed on the horizon [{a:.6g}, {b:.6g}] after {used} of max_nfev = "
+                              f"{max_nfev} right-hand-side evaluations (the solver was given the rest): {exc}; "
+                              + _advice(rtol, atol, max_nfev)) from None
+        used += int(tr.stats.get("nfev", 0)) if tr.stats else 0
         elapsed += horizon
         horizon *= 10.0
         x = tr.x[-1].copy()
         f = model.rhs(t + elapsed, x, p)
         err = _wrms(f, x, rtol, atol)
-    return x, t + elapsed, err
+    return x, t + elapsed, err, used
 
 
 def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, strategy="simulate",
-                 rtol=1e-8, atol=1e-10, solver="LSODA", max_time=1e12, newton_steps=20,
+                 rtol=1e-8, atol=1e-10, solver="rodas5p", max_time=1e12, max_nfev=200_000, newton_steps=20,
                  return_info=False):
     """Steady state ``x_ss`` reached from ``x0`` and its sensitivity ``S_ss = dx_ss/dp``.
 
@@ -153,15 +209,24 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
         Convergence: ``sqrt(mean((f_i / (atol + rtol |x_i|))^2)) < 1``; the
         approach is integrated with ``rtol/10``, ``atol/10``.
     solver : str
-        :func:`pbsens.solve_states` method of the approach.
+        :func:`pbsens.solve_states` method of the approach (default the compiled
+        Rodas5P; see the module docstring for why not LSODA).
     max_time : float
         Give up (:class:`SolverError`) after integrating this long.
+    max_nfev : int
+        Give up (:class:`SolverError`) after about this many right-hand-side
+        evaluations of the approach, all horizons together (the approach of
+        Brannmark_JBC2010 takes about 1000). Each horizon's solve gets the rest
+        as its own limit: ``max_nfev`` for scipy's solvers, ``max_steps`` = rest / 8
+        for Rodas5P.
     newton_steps : int
         Maximum number of Newton steps.
     return_info : bool
         Also return a dict: ``strategy`` used ("newton" or "simulate"),
         ``time`` reached, ``wrms`` (the weighted norm of ``f`` at ``x_ss``),
-        ``conservation_laws`` (their number).
+        ``conservation_laws`` (their number), ``solver`` (of the approach; None
+        when Newton alone converged), ``nfev`` (the approach's right-hand-side
+        evaluations).
 
     Returns
     -------
@@ -173,8 +238,10 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
     PbsensError
         Bad arguments (named).
     SolverError
-        No steady state within ``max_time``, non-finite values, or a singular
-        Jacobian whose null space is not made of conservation laws.
+        No steady state within ``max_time``, the approach failed or took more than
+        ``max_nfev`` evaluations (the message names the solver, its tolerances and
+        the options to change), non-finite values, or a singular Jacobian whose
+        null space is not made of conservation laws.
     """
     p = model.check_p(p)
     if x0 is None:
@@ -190,9 +257,13 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
     for name, v in (("rtol", rtol), ("atol", atol), ("max_time", max_time)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not np.isfinite(v) or v <= 0:
             raise PbsensError(f"{name!r} must be a positive finite number, got {v!r}")
+    if isinstance(max_nfev, bool) or not isinstance(max_nfev, (int, np.integer)) or max_nfev < 1:
+        raise PbsensError(f"'max_nfev' must be a positive integer, got {max_nfev!r}")
+    if not isinstance(solver, str):
+        raise PbsensError(f"'solver' must be the name of a state solver, got {solver!r}")
     t = check_time(t, "t")
 
-    used, t_ss, converged = strategy, t, False
+    used, t_ss, converged, nfev, approach = strategy, t, False, 0, None
     if strategy == "newton":
         xn, err, converged = _newton(model, t, x, p, rtol, atol, newton_steps)
         converged = converged and _plausible(model, t, x, xn, p, atol)
@@ -201,14 +272,16 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
         else:
             used = "simulate"
     if not converged:
-        x, t_ss, err = _simulate_to_steady_state(model, t, x, p, rtol, atol, solver, max_time,
-                                                 rtol / 10.0, atol / 10.0)
+        x, t_ss, err, nfev = _simulate_to_steady_state(model, t, x, p, rtol, atol, solver, max_time,
+                                                       rtol / 10.0, atol / 10.0, int(max_nfev))
+        approach = solver
         x, err, _ = _newton(model, t_ss, x, p, rtol, atol, newton_steps)
     if not np.all(np.isfinite(x)):
         raise SolverError(f"steady state of model {model.name!r} is NaN/inf")
     A = model.jac_x(t_ss, x, p)
     L, _ = conservation_laws(A)
-    info = {"strategy": used, "time": t_ss, "wrms": err, "conservation_laws": int(L.shape[1])}
+    info = {"strategy": used, "time": t_ss, "wrms": err, "conservation_laws": int(L.shape[1]),
+            "solver": approach, "nfev": nfev}
     S = None
     if sensitivities:
         S = steady_state_sensitivity(model, t_ss, x, p, S0)
