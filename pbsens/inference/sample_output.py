@@ -9,7 +9,10 @@ import numpy as np
 
 from ..errors import PbsensError
 
-__all__ = ["summary", "write_sample_output", "prepare_out_dir"]
+__all__ = ["summary", "write_sample_output", "prepare_out_dir", "check_out_dir"]
+
+#: The files :func:`write_sample_output` writes (the plots only with ``plots=True``).
+OUTPUT_FILES = ("posterior.nc", "summary.tsv", "trace.png", "rank.png", "pair.png")
 
 
 def summary(idata):
@@ -29,14 +32,31 @@ def summary(idata):
     return df
 
 
-def prepare_out_dir(out, force=False):
-    """Create ``out``; an existing non-empty directory needs ``force`` (:class:`PbsensError` otherwise)."""
+def check_out_dir(out, force=False, option="--out"):
+    """Whether ``out`` can receive the outputs, without creating anything (check before sampling).
+
+    Raises :class:`PbsensError` naming ``option`` and the path when ``out`` is a file, a
+    non-empty directory without ``force``, or cannot be created (its nearest existing
+    ancestor is not a writable directory). Returns ``out`` as a string.
+    """
     out = os.fspath(out)
     if os.path.exists(out):
         if not os.path.isdir(out):
-            raise PbsensError(f"'--out': {out!r} exists and is not a directory")
+            raise PbsensError(f"'{option}': {out!r} exists and is not a directory")
         if os.listdir(out) and not force:
-            raise PbsensError(f"'--out': {out!r} exists and is not empty; use --force to overwrite it")
+            raise PbsensError(f"'{option}': {out!r} exists and is not empty; use --force to overwrite it")
+        return out
+    parent = os.path.dirname(os.path.abspath(out))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise PbsensError(f"'{option}': cannot create {out!r} ({parent!r} is not a writable directory)")
+    return out
+
+
+def prepare_out_dir(out, force=False):
+    """Create ``out`` after :func:`check_out_dir` (an existing non-empty directory needs ``force``)."""
+    out = check_out_dir(out, force)
     os.makedirs(out, exist_ok=True)
     return out
 
@@ -44,13 +64,17 @@ def prepare_out_dir(out, force=False):
 def write_sample_output(idata, out, force=False, plots=True):
     """Write ``posterior.nc``, ``summary.tsv`` and ``trace.png``, ``rank.png``, ``pair.png`` into ``out``.
 
+    ``out`` is created here; an existing non-empty one needs ``force``. An earlier run's
+    outputs in ``out`` (:data:`OUTPUT_FILES`) are removed first, those this run does not
+    write too (the plots with ``plots=False``), so that the folder describes one run.
     Returns ``{name: path}``.
     """
     import arviz
     out = prepare_out_dir(out, force)
     paths = {"netcdf": os.path.join(out, "posterior.nc"), "summary": os.path.join(out, "summary.tsv")}
-    if os.path.exists(paths["netcdf"]):
-        os.remove(paths["netcdf"])
+    for name in OUTPUT_FILES:             # an earlier run's, rewritten or (plots=False) left out
+        if os.path.isfile(os.path.join(out, name)):
+            os.remove(os.path.join(out, name))
     idata.to_netcdf(paths["netcdf"])
     summary(idata).to_csv(paths["summary"], sep="\t", float_format="%.6g")
     if plots:
