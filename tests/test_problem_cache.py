@@ -215,7 +215,7 @@ def test_cache_clear_removes_the_problems(entries, capsys):
         mp.setattr(mc, "cache_clear", lambda: {"directory": "x", "removed": 0, "freed_bytes": 0, "skipped": 0})
         assert run(Args()) == 0
     assert problem_cache.count() == 0
-    assert "1 PEtab problem(s)" in capsys.readouterr().out
+    assert "1 PEtab problem," in capsys.readouterr().out
     with warnings.catch_warnings():
         warnings.simplefilter("error", PbsensWarning)
         assert pbpetab.load(_yaml(DATA, BOEHM))._cache_key is None

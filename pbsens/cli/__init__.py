@@ -1,18 +1,25 @@
 """The ``pbsens`` command line. It parses arguments and calls the public API, nothing else.
 
-Subcommands: ``models``, ``simulate``, ``run``, ``compare``, ``reproduce``
-(``pbsens COMMAND --help`` for each). Exit status: 0 on success, 1 when the
-computation or an input file is rejected (the message names the argument),
-2 for malformed command lines (argparse).
+Subcommands: ``models``, ``simulate``, ``run``, ``compare``, ``reproduce``,
+``petab``, ``sample``, ``cache`` (``pbsens COMMAND --help`` for each). Exit
+status: 0 on success, 1 when the computation or an input file is rejected (the
+message names the argument), 2 for malformed command lines (argparse), 141 when
+stdout's reader went away (``| head``; quietly).
 
 Layout
 ------
 ``main.py``
     The dispatcher: top-level parser, :func:`main`, and the registry ``COMMANDS``.
 ``common.py``
-    Shared argument types (``positive_float``, ...), the model/time/parameter
-    arguments, output-path checks and result writing (:func:`write_result`).
-``models.py``, ``simulate.py``, ``run.py``, ``compare.py``, ``reproduce.py``
+    Shared argument types (``positive_float``, ...), the option table every
+    command takes its shared options from (``add_solver_options``: ``--solver``
+    from :data:`pbsens.solvers.SOLVERS`, ``--rtol``, ``--atol``; ``add_quiet``,
+    ``add_force``, ``add_out``; defaults read from the API's signatures by
+    ``api_default``), the model/time/parameter arguments, output-path checks made
+    before any computation (``check_path``, ``check_out_dir``), ``plural`` and
+    result writing (:func:`write_result`).
+``models.py``, ``simulate.py``, ``run.py``, ``compare.py``, ``reproduce.py``,
+``petab.py``, ``sample.py``, ``cache.py``
     One module per command.
 
 Adding a command (e.g. ``petab``, ``sample``, ``cache``)
@@ -21,7 +28,8 @@ Write ``pbsens/cli/NAME.py`` with two functions::
 
     def add_parser(subparsers):      # argparse's object from add_subparsers()
         sp = subparsers.add_parser("NAME", help=..., description=...)
-        ...                          # options; shared ones from .common
+        ...                          # options; shared ones from .common (the option table:
+                                     # same names, types and API defaults on every command)
         return sp
 
     def run(args):                   # the parsed namespace
@@ -30,7 +38,9 @@ Write ``pbsens/cli/NAME.py`` with two functions::
 
 and add the module to ``COMMANDS`` in ``main.py`` (one line). The dispatcher
 sets ``func`` and turns a :class:`~pbsens.errors.PbsensError` into exit status 1
-with ``pbsens NAME: error: ...``; load models with ``common._model(name)``.
+with ``pbsens NAME: error: ...`` (pbsens's warnings print as ``pbsens NAME:
+warning: ...``); load models with ``common._model(name)``. Check every output
+path before computing and create outputs only when writing them.
 """
 from __future__ import annotations
 

@@ -18,13 +18,14 @@ def run(args):
     models and loaded PEtab problems)."""
     from ..model.cache import cache_clear, format_cache_info
     from ..problems import problem_cache
+    from .common import plural
     if args.action == "info":
         print(format_cache_info())
-        print(f"{problem_cache.count()} loaded PEtab problem(s) in {problem_cache.entries_dir()}")
+        print(f"{plural(problem_cache.count(), 'loaded PEtab problem')} in {problem_cache.entries_dir()}")
         return 0
     done = cache_clear()
     n_problems, freed = problem_cache.clear()
-    print(f"removed {done['removed']} model(s) and {n_problems} PEtab problem(s), "
+    print(f"removed {plural(done['removed'], 'model')} and {plural(n_problems, 'PEtab problem')}, "
           f"{(done['freed_bytes'] + freed) / 1e6:.1f} MB, from {done['directory']}"
           + (f"; skipped {done['skipped']} in use" if done.get("skipped") else ""))
     return 0

@@ -1,5 +1,13 @@
-"""What the ``pbsens`` commands share: argument types, model/time/parameter arguments,
-output-path checks and writing results.
+"""What the ``pbsens`` commands share: argument types, the option table, model/time/parameter
+arguments, output-path checks and writing results.
+
+The option table: every command that has the option takes it from here, with the same
+name, type and meaning (``--solver``, ``--rtol``, ``--atol``: :func:`add_solver_options`;
+``-q/--quiet``: :func:`add_quiet`; ``--force``: :func:`add_force`; ``--out``:
+:func:`add_out`). Defaults are never repeated here: they are read from the Python API's
+signatures (:func:`api_default`) or left ``None`` so that the API applies its own.
+Outputs are checked before any computation (:func:`check_path`, :func:`check_out_dir`)
+and created only when the results are written.
 
 Nothing here parses a whole command line (that is :mod:`pbsens.cli.main`) or runs a
 command (one module per command).
@@ -7,18 +15,32 @@ command (one module per command).
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 
 import numpy as np
 
 from ..errors import PbsensError
+from ..solvers import SOLVERS as _SOLVER_REGISTRY
 
-#: State solvers accepted by ``--solver`` (scipy's stepper classes by name).
-SOLVERS = ("LSODA", "BDF", "Radau", "RK45", "RK23", "DOP853")
+#: State solvers accepted by ``--solver``: the names of the registry :data:`pbsens.solvers.SOLVERS`
+#: (scipy's steppers and the compiled ``rodas5p``).
+SOLVERS = tuple(_SOLVER_REGISTRY)
 DATA_EXT = (".npz", ".csv")
 PLOT_EXT = (".png", ".pdf", ".svg")
 TABLE_EXT = (".csv", ".json")
+
+
+def api_default(fn, name):
+    """The default of parameter ``name`` of the API function ``fn``, read from its signature
+    (the command line never repeats the API's literals)."""
+    return inspect.signature(fn).parameters[name].default
+
+
+def plural(n, word, many=None):
+    """``"1 condition"``, ``"3 conditions"`` (``many``: the plural when it is not ``word + "s"``)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 # ----------------------------------------------------------------- argument types
@@ -30,6 +52,17 @@ def positive_float(text):
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not (np.isfinite(v) and v > 0):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return v
+
+
+def nonneg_float(text):
+    """argparse type: a finite number >= 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (np.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
     return v
 
 
@@ -123,17 +156,29 @@ def params_arg(model, items):
     return p
 
 
-def check_path(path, force, option, extensions):
-    """Refuse an output path before any computation: wrong extension, missing folder, existing file."""
+def check_path(path, force, option, extensions=None):
+    """Refuse an output path before any computation: wrong extension (``extensions``: None
+    accepts any), missing folder, a folder in its place, an existing file without ``force``."""
     if path is None:
         return
-    if not path.lower().endswith(extensions):
+    path = os.fspath(path)
+    if extensions is not None and not path.lower().endswith(extensions):
         raise PbsensError(f"'{option}' must end in {' or '.join(extensions)}, got {path!r}")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise PbsensError(f"'{option}': folder {parent!r} does not exist")
+    if os.path.isdir(path):
+        raise PbsensError(f"'{option}': {path!r} is a folder, not a file")
     if os.path.exists(path) and not force:
         raise PbsensError(f"'{option}': {path!r} exists; use --force to overwrite it")
+
+
+def check_out_dir(path, force, option="--out"):
+    """Refuse an output folder before any computation (nothing is created here): a file in its
+    place, a non-empty folder without ``force``, a parent that cannot hold it. The folder is
+    created when the results are written."""
+    from ..inference.sample_output import check_out_dir as check
+    check(path, force, option=option)
 
 
 def check_out(path, force):
@@ -261,6 +306,78 @@ def add_model_and_span(sp):
                          "(default: the solver's grid)")
     sp.add_argument("--param", action="append", metavar="NAME=VALUE",
                     help="set a parameter (repeatable)")
+
+
+# ----------------------------------------------------------------- the option table
+def add_solver_options(sp, solver=None, rtol=None, atol=None, what="state solver", default_text=None):
+    """``--solver``, ``--rtol``, ``--atol``: the solver of the command's solves.
+
+    Parameters
+    ----------
+    sp : argparse.ArgumentParser
+    solver, rtol, atol :
+        The defaults: the Python API's for the command (:func:`api_default`), or None
+        to pass nothing and let the API apply its own (then ``default_text`` says which).
+    what : str
+        What the solver solves, for the help texts.
+    default_text : dict, optional
+        ``{"solver": ..., "rtol": ..., "atol": ...}``: the help's "default ..." when the
+        default is None (e.g. "LSODA; BDF for fs").
+    """
+    text = dict(default_text or {})
+    for k, v in (("solver", solver), ("rtol", rtol), ("atol", atol)):
+        if v is not None:
+            text[k] = format(v, "g") if isinstance(v, float) else str(v)
+    sp.add_argument("--solver", default=solver, choices=SOLVERS, metavar="SOLVER",
+                    help=f"{what}: {', '.join(SOLVERS)}" + (f" (default {text['solver']})" if "solver" in text
+                                                            else ""))
+    sp.add_argument("--rtol", type=positive_float, default=rtol, metavar="RTOL",
+                    help="relative tolerance of --solver" + (f" (default {text['rtol']})" if "rtol" in text
+                                                             else ""))
+    sp.add_argument("--atol", type=positive_float, default=atol, metavar="ATOL",
+                    help="absolute tolerance of --solver" + (f" (default {text['atol']})" if "atol" in text
+                                                             else ""))
+
+
+def solver_options(args):
+    """``{"solver", "rtol", "atol"}`` given on the command line (the ones left out: the API's defaults)."""
+    return {k: getattr(args, k) for k in ("solver", "rtol", "atol") if getattr(args, k, None) is not None}
+
+
+def evaluate_default_text():
+    """``{"solver", "rtol", "atol"}`` -> text: :meth:`pbsens.problems.Problem.evaluate`'s defaults, for the
+    help of ``petab`` and ``sample`` (which pass no solver option unless given, so that the API's apply)."""
+    try:
+        from ..problems.problem import _options
+        post, fs = _options("exp2", True, {}), _options("fs", True, {})
+    except (ImportError, AttributeError, TypeError):    # help must work whatever the problem module does
+        return {k: "Problem.evaluate's" for k in ("solver", "rtol", "atol")}
+    text = {}
+    for k in ("solver", "rtol", "atol"):
+        a, b = post.get(k), fs.get(k)
+        f = (lambda v: f"{v:g}") if isinstance(a, float) else str
+        text[k] = f(a) if a == b else f"{f(a)}, for fs {f(b)}"
+    return text
+
+
+def add_quiet(sp, what="print nothing but errors"):
+    """``-q/--quiet``."""
+    sp.add_argument("-q", "--quiet", action="store_true", help=what)
+
+
+def add_force(sp, what="existing output files"):
+    """``--force``: overwrite outputs that exist (without it, a command refuses before computing)."""
+    sp.add_argument("--force", action="store_true", help=f"overwrite {what} (refused without it)")
+
+
+def add_out(sp, help, metavar="FILE", aliases=()):
+    """``--out`` (and older ``aliases`` of it): where the command writes its result."""
+    sp.add_argument("--out", *aliases, dest="out", metavar=metavar, help=help)
+
+
+def add_plot(sp, help):
+    """``--plot FILE``: a figure (.png, .pdf, .svg)."""
+    sp.add_argument("--plot", metavar="FILE", help=f"{help} ({', '.join(PLOT_EXT)})")
 
 
 def add_command(subparsers, name, help, description, epilog):

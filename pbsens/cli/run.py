@@ -7,9 +7,10 @@ import numpy as np
 
 from ..errors import PbsensError
 from . import common
-from .common import (DATA_EXT, PLOT_EXT, SOLVERS, add_command, add_model_and_span, branch_summary, check_distinct,
-                     check_path, fmt_time, forward_function, params_arg, pos_int, positive_float, say,
-                     t_eval_arg, t_span_arg, write_result)
+from .common import (DATA_EXT, PLOT_EXT, add_command, add_force, add_model_and_span, add_out, add_plot, add_quiet,
+                     add_solver_options, api_default, branch_summary, check_distinct, check_path, fmt_time,
+                     forward_function, params_arg, plural, pos_int, positive_float, say, t_eval_arg, t_span_arg,
+                     write_result)
 
 #: Methods of ``pbsens run``: the post-hoc ones of :func:`pbsens.sensitivities` and ``fs``.
 RUN_METHODS = ("pbsr", "exp", "pbs", "exp2", "pbsr2", "fs")
@@ -25,6 +26,16 @@ def _warm_up(model, tr, method, interpolation):
         sensitivities(model, head, method=method, interpolation=interpolation)
     except PbsensError:
         pass
+
+
+def _defaults(method):
+    """``{"solver", "rtol", "atol"}`` of the API function behind ``method``: :func:`pbsens.sensitivities`
+    (post-hoc methods) or :func:`pbsens.forward_sensitivities` (``fs``, whose solver is ``method=``)."""
+    if method == "fs":
+        fs = forward_function()
+        return {"solver": api_default(fs, "method"), "rtol": api_default(fs, "rtol"), "atol": api_default(fs, "atol")}
+    from .. import sensitivities
+    return {k: api_default(sensitivities, k) for k in ("solver", "rtol", "atol")}
 
 
 def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=None, atol=None,
@@ -46,12 +57,13 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
     t_eval : array_like, optional
     p : array_like, optional
     solver : str, optional
-        State solver (default ``"LSODA"``), or the forward solver for ``fs``
-        (default ``"BDF"``).
+        State solver (a name in :data:`pbsens.solvers.SOLVERS`), or the forward solver
+        for ``fs``; default: :func:`pbsens.sensitivities`' (``"LSODA"``), for ``fs``
+        :func:`pbsens.forward_sensitivities`' (``"BDF"``).
     rtol, atol : float, optional
-        Default 1e-5 / 1e-6 (state solve), 1e-8 / 1e-10 for ``fs``.
+        Default: those functions' (1e-5 / 1e-6 for the states, 1e-8 / 1e-10 for ``fs``).
     interpolation : {"linear", "hermite", "dense"}, optional
-        Post-hoc methods only (default ``"linear"``).
+        Post-hoc methods only (default :func:`pbsens.sensitivities`', ``"linear"``).
     estimate_error : bool
         Post-hoc methods: fill ``r.error_estimate`` (see :func:`pbsens.sensitivities`).
     sens_rtol : float, optional
@@ -62,6 +74,10 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
     SensitivityResult
     """
     from .. import sensitivities, solve_states
+    d = _defaults(method)
+    solver = d["solver"] if solver is None else solver
+    rtol = d["rtol"] if rtol is None else rtol
+    atol = d["atol"] if atol is None else atol
     if method == "fs":
         if interpolation is not None:
             raise PbsensError("'--interpolation' applies to the post-hoc methods only, not to 'fs'")
@@ -69,15 +85,14 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
             raise PbsensError("'--sens-rtol' applies to the post-hoc methods only, not to 'fs' (its error is "
                               "controlled by --rtol/--atol)")
         fs = forward_function()
-        return fs(model, t_span, t_eval=t_eval, p=p, method=solver or "BDF",
-                  rtol=1e-8 if rtol is None else rtol, atol=1e-10 if atol is None else atol)
-    interpolation = interpolation or "linear"
-    rtol = 1e-5 if rtol is None else rtol
-    atol = 1e-6 if atol is None else atol
-    solver = solver or "LSODA"
+        return fs(model, t_span, t_eval=t_eval, p=p, method=solver, rtol=rtol, atol=atol)
+    interpolation = interpolation or api_default(sensitivities, "interpolation")
+    from ..sensitivities import DEFAULT_SUBSTEPS
     t0 = time.perf_counter()
+    # dense output as sensitivities() asks for when it solves the states itself: for the interpolation
+    # and for the solver's default sub-steps (rodas5p)
     tr = solve_states(model, t_span, t_eval=t_eval, p=p, method=solver, rtol=rtol, atol=atol,
-                      dense_output=interpolation == "dense")
+                      dense_output=interpolation == "dense" or DEFAULT_SUBSTEPS.get(solver, 1) > 1)
     t1 = time.perf_counter()
     _warm_up(model, tr, method, interpolation)
     t2 = time.perf_counter()
@@ -102,7 +117,7 @@ def error_lines(r):
         lines.append(f"    of which from the state solve (re-solved at rtol/10): max {np.max(Es):.2g}")
     o = r.options
     if o.get("sens_rtol") is not None:
-        lines.append(f"    sens_rtol {o['sens_rtol']:g}: {r.subdivisions} grid intervals subdivided")
+        lines.append(f"    sens_rtol {o['sens_rtol']:g}: {plural(r.subdivisions, 'grid interval')} subdivided")
     return lines
 
 
@@ -120,18 +135,18 @@ def run(args):
     r = compute_run(m, args.method, span, t_eval=te, p=p, solver=args.solver, rtol=args.rtol, atol=args.atol,
                     interpolation=args.interpolation, estimate_error=args.estimate_error, sens_rtol=args.sens_rtol)
     K, nx, np_ = r.S.shape
-    say(args, f"{m.name}: {args.method} sensitivities of {nx} states x {np_} parameters on "
-               f"[{span[0]:g}, {span[1]:g}], output at {K} times")
+    say(args, f"{m.name}: {args.method} sensitivities of {plural(nx, 'state')} x {plural(np_, 'parameter')} on "
+               f"[{span[0]:g}, {span[1]:g}], output at {plural(K, 'time')}")
     o = r.options
     if args.method == "fs":
         stats = o.get("stats", {})
         say(args, f"  forward solve ({o.get('solver')}, rtol {o.get('rtol'):g}, atol {o.get('atol'):g}): "
-                   f"{stats.get('nfev', '?')} rhs evaluations in {fmt_time(r.timings.get('sensitivities'))} "
+                   f"{plural(stats.get('nfev', '?'), 'rhs evaluation')} in {fmt_time(r.timings.get('sensitivities'))} "
                    f"(setup and compilation {fmt_time(r.timings.get('setup'))})")
     else:
         G = len(r.grid)
         say(args, f"  states ({o.get('solver')}, rtol {o.get('rtol'):g}, atol {o.get('atol'):g}): grid of "
-                   f"{G} points ({G - 1} intervals) in {fmt_time(r.timings.get('states'))}")
+                   f"{plural(G, 'point')} ({plural(G - 1, 'interval')}) in {fmt_time(r.timings.get('states'))}")
         say(args, f"  branches: {branch_summary(r)}")
         say(args, f"  sensitivities: {fmt_time(r.timings.get('sensitivities'))} "
                    f"(interpolation {o.get('interpolation')}; compilation/loading before that "
@@ -163,31 +178,29 @@ def add_parser(subparsers):
                "  pbsens run PKA --t-end 600 --t-eval 0:600:61 --method exp --out S.npz --plot S.png\n"
                "  pbsens run model.json --t-span 0 5 --param k1=0.3 --method fs\n"
                "  pbsens run Chua --t-end 10 --method exp2 --estimate-error --sens-rtol 1e-4")
+    from .. import sensitivities
     add_model_and_span(sp)
-    sp.add_argument("--method", default="pbsr", choices=RUN_METHODS,
+    sp.add_argument("--method", default=api_default(sensitivities, "method"), choices=RUN_METHODS,
                     help="pbsr (Algorithm 2, default), exp (Algorithm 3), pbs (no switch), exp2/pbsr2 "
                          "(exponential-midpoint step), fs (forward sensitivities)")
-    sp.add_argument("--solver", default=None, choices=SOLVERS,
-                    help="solver (scipy method name): of the state solve (default LSODA), or of the joint "
-                         "solve for fs (default BDF)")
-    sp.add_argument("--rtol", type=positive_float, default=None,
-                    help="solver rtol (default 1e-5 for the states, 1e-8 for fs)")
-    sp.add_argument("--atol", type=positive_float, default=None,
-                    help="solver atol (default 1e-6 for the states, 1e-10 for fs)")
+    post, fs = _defaults("pbsr"), _defaults("fs")
+    add_solver_options(sp, what="solver (of the states; for fs of states and sensitivities together)",
+                       default_text={k: f"{post[k]:g} for the states, {fs[k]:g} for fs" if k != "solver" else
+                                     f"{post[k]}, for fs {fs[k]}" for k in post})
     sp.add_argument("--interpolation", choices=("linear", "hermite", "dense"), default=None,
-                    help="states at PBSR refinement points (post-hoc methods; default linear, as the paper)")
+                    help="states at PBSR refinement points (post-hoc methods; default "
+                         f"{api_default(sensitivities, 'interpolation')}, as the paper)")
     sp.add_argument("--estimate-error", action="store_true",
                     help="estimate the error of S (post-hoc methods; costs about 3-20x the march) and print it")
     sp.add_argument("--sens-rtol", type=positive_float, default=None, metavar="TOL",
                     help="refine the post-hoc grid until the estimated relative error of S meets TOL "
                          "(prints the estimate)")
-    sp.add_argument("--out", metavar="FILE",
-                    help="write the result: .npz (arrays t, x, S, state_names, param_names, p, branch, ...) "
-                         "or .csv (columns t, states, dX/dP)")
-    sp.add_argument("--plot", metavar="FILE", help="plot the most influential sensitivities (.png, .pdf, .svg)")
+    add_out(sp, "write the result: .npz (arrays t, x, S, state_names, param_names, p, branch, ...) "
+                "or .csv (columns t, states, dX/dP)")
+    add_plot(sp, "plot the most influential sensitivities")
     sp.add_argument("--top", type=pos_int, default=5, help="parameters per state in the plot (default 5)")
     sp.add_argument("--normalized", action="store_true",
                     help="plot normalised sensitivities (p_j/x_i) dx_i/dp_j")
-    sp.add_argument("--force", action="store_true", help="overwrite existing --out/--plot files")
-    sp.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    add_force(sp, "existing --out/--plot files")
+    add_quiet(sp)
     return sp

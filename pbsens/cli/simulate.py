@@ -4,8 +4,8 @@ from __future__ import annotations
 import time
 
 from . import common
-from .common import (SOLVERS, add_model_and_span, check_out, params_arg, positive_float, say,
-                     t_eval_arg, t_span_arg, write_states)
+from .common import (DATA_EXT, add_force, add_model_and_span, add_out, add_quiet, add_solver_options, api_default,
+                     check_out, params_arg, plural, say, t_eval_arg, t_span_arg, write_states)
 
 
 def run(args):
@@ -20,25 +20,24 @@ def run(args):
                       rtol=args.rtol, atol=args.atol)
     dt = time.perf_counter() - t0
     t, x = (tr.t_eval, tr.x[tr.eval_index]) if te is not None else (tr.t, tr.x)
-    say(args, f"{m.name}: {tr.stats['n_steps']} solver steps on [{span[0]:g}, {span[1]:g}] "
+    say(args, f"{m.name}: {plural(tr.stats['n_steps'], 'solver step')} on [{span[0]:g}, {span[1]:g}] "
                f"({args.solver}, rtol {args.rtol:g}, atol {args.atol:g}) in {dt * 1e3:.1f} ms")
     if args.out:
         write_states(args.out, t, x, m.state_names)
-        say(args, f"wrote {args.out}: {len(t)} times x {m.n_states} states")
+        say(args, f"wrote {args.out}: {plural(len(t), 'time')} x {plural(m.n_states, 'state')}")
     return 0
 
 
 def add_parser(subparsers):
     """The ``simulate`` subcommand and its options."""
+    from .. import solve_states
     sp = subparsers.add_parser("simulate", help="solve the state equations and write t, x",
                                description="Solve the state equations and optionally write t and the states "
                                            "(.npz or .csv with state names).")
     add_model_and_span(sp)
-    sp.add_argument("--solver", default="LSODA", choices=SOLVERS,
-                    help="state solver (scipy method name; default LSODA)")
-    sp.add_argument("--rtol", type=positive_float, default=1e-5, help="state solver rtol (default 1e-5)")
-    sp.add_argument("--atol", type=positive_float, default=1e-6, help="state solver atol (default 1e-6)")
-    sp.add_argument("--out", help="output file (.npz or .csv)")
-    sp.add_argument("--force", action="store_true", help="overwrite an existing output file")
-    sp.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    add_solver_options(sp, solver=api_default(solve_states, "method"), rtol=api_default(solve_states, "rtol"),
+                       atol=api_default(solve_states, "atol"))
+    add_out(sp, f"output file ({' or '.join(DATA_EXT)})")
+    add_force(sp, "an existing --out file")
+    add_quiet(sp)
     return sp
