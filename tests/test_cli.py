@@ -316,7 +316,7 @@ def test_compare_table_and_figure(procs, work, chua):
     res = ok(procs["compare"])
     doc = json.loads((work / "cmp.json").read_text())
     rows = {row["method"]: row for row in doc["rows"]}
-    assert set(rows) == {"pbsr", "exp", "fs"}
+    assert set(rows) == {"pbsr", "exp", "exp2", "pbsr2", "fs"}
     for row in rows.values():
         for k in ("E_median", "E_max", "kappa_bar_median", "time_sensitivities", "time_total"):
             assert np.isfinite(row[k]) and row[k] >= 0, (row, k)

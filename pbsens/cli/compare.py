@@ -1,4 +1,5 @@
-"""``pbsens compare``: PBSR vs Exp vs FS on one model, accuracy and time (:func:`compare_methods`)."""
+"""``pbsens compare``: the post-hoc methods (PBSR, Exp, Exp2, PBSR2) vs FS on one model, accuracy and
+time (:func:`compare_methods`)."""
 from __future__ import annotations
 
 import json
@@ -6,10 +7,19 @@ import time
 
 import numpy as np
 
+from .. import sensitivities as _sensitivities
+from ..forward import forward_sensitivities as _forward
 from . import common
-from .common import (PLOT_EXT, SOLVERS, TABLE_EXT, add_command, add_model_and_span, branch_summary, check_distinct,
-                     check_path, fmt_time, forward_function, metric_functions, nonneg_int, params_arg,
-                     pos_int, positive_float, say, show_progress, t_eval_arg, t_span_arg)
+from .common import (PLOT_EXT, TABLE_EXT, add_command, add_force, add_model_and_span, add_out, add_plot, add_quiet,
+                     add_solver_options, api_default, branch_summary, check_distinct, check_path, fmt_time,
+                     forward_function, metric_functions, nonneg_int, params_arg, plural, pos_int, positive_float,
+                     say, show_progress, t_eval_arg, t_span_arg)
+
+#: The post-hoc methods compared (each against FS), in the table's order.
+COMPARE_METHODS = ("pbsr", "exp", "exp2", "pbsr2")
+#: Defaults of the API functions compared (never repeated as literals here).
+_STATE = {k: api_default(_sensitivities, k) for k in ("solver", "rtol", "atol")}
+_FS = {k: api_default(_forward, k) for k in ("method", "rtol", "atol")}
 
 
 def _median(a):
@@ -24,14 +34,17 @@ def _max(a):
     return float(np.max(a)) if a.size else float("nan")
 
 
-def compare_methods(model, t_span, t_eval=None, p=None, solver="LSODA", rtol=1e-5, atol=1e-6,
-                    fs_rtol=1e-8, fs_atol=1e-10, ref_rtol=1e-10, ref_atol=1e-12, samples=20, seed=0,
-                    repeats=3, progress=False, ref_method="Radau", ref_check="rodas5p"):
-    """PBSR vs Exp vs FS on one model: accuracy and time (the computation behind ``pbsens compare``).
+def compare_methods(model, t_span, t_eval=None, p=None, solver=_STATE["solver"], rtol=_STATE["rtol"],
+                    atol=_STATE["atol"], fs_rtol=_FS["rtol"], fs_atol=_FS["atol"], ref_rtol=1e-10, ref_atol=1e-12,
+                    samples=20, seed=0, repeats=3, progress=False, ref_method="Radau", ref_check="rodas5p",
+                    methods=COMPARE_METHODS):
+    """The post-hoc methods vs FS on one model: accuracy and time (the computation behind ``pbsens compare``).
 
-    PBSR and Exp run on the same state trajectory (``solver``, ``rtol``, ``atol``);
-    FS at ``fs_rtol``/``fs_atol``. Every method is evaluated at PBSR's output
-    times (``t_eval``, else the state grid) against FS at ``ref_rtol``/``ref_atol``.
+    The post-hoc methods (``methods``: PBSR, Exp, Exp2, PBSR2) run on the same state
+    trajectory (``solver``, ``rtol``, ``atol``; defaults :func:`pbsens.sensitivities`');
+    FS (:func:`pbsens.forward_sensitivities`' default method) at ``fs_rtol``/``fs_atol``.
+    Every method is evaluated at the first post-hoc method's output times (``t_eval``,
+    else the state grid) against FS at ``ref_rtol``/``ref_atol``.
 
     Parameters
     ----------
@@ -61,11 +74,14 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver="LSODA", rtol=1e-
         Timed runs per method (after one untimed warm-up); the median is reported.
     progress : bool
         Show progress bars.
+    methods : sequence of str
+        Post-hoc methods of :func:`pbsens.sensitivities` to compare (default
+        :data:`COMPARE_METHODS`); FS is always compared.
 
     Returns
     -------
     dict
-        ``rows`` (a list of dicts, one per method: ``method``, ``E_median``,
+        ``rows`` (a list of dicts, one per method and then ``fs``: ``method``, ``E_median``,
         ``E_max``, ``kappa_bar_median``, ``time_states``, ``time_sensitivities``,
         ``time_total`` in seconds), ``results`` (method -> SensitivityResult),
         ``E`` and ``kappa_bar`` (method -> (K,) array), ``reference`` and the settings.
@@ -75,9 +91,10 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver="LSODA", rtol=1e-
     from .. import sensitivities, solve_states
     relative_error, kappa_bar = metric_functions()
     fs = forward_function()
+    methods = _check_methods(methods)
     tr = solve_states(model, t_span, t_eval=t_eval, p=p, method=solver, rtol=rtol, atol=atol)
-    results = {m_: sensitivities(model, tr, method=m_) for m_ in ("pbsr", "exp")}
-    t_out = results["pbsr"].t
+    results = {m_: sensitivities(model, tr, method=m_) for m_ in methods}
+    t_out = results[methods[0]].t
     results["fs"] = fs(model, t_span, t_eval=t_out, p=tr.p, rtol=fs_rtol, atol=fs_atol)
     ref_method, ref_check = _reference_methods(ref_method, ref_check)
     ref = fs(model, t_span, t_eval=t_out, p=tr.p, rtol=ref_rtol, atol=ref_atol, method=ref_method)
@@ -95,9 +112,9 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver="LSODA", rtol=1e-
                           AccuracyWarning, stacklevel=2)
 
     times = {m_: {"states": [], "sensitivities": []} for m_ in results}
-    bar = tqdm(total=3 * repeats, desc="timing", disable=not progress, leave=False)
+    bar = tqdm(total=(len(methods) + 1) * repeats, desc="timing", disable=not progress, leave=False)
     for _ in range(repeats):
-        for m_ in ("pbsr", "exp"):
+        for m_ in methods:
             a = time.perf_counter()
             tr_i = solve_states(model, t_span, t_eval=t_eval, p=tr.p, method=solver, rtol=rtol, atol=atol,
                                 dense_output=False)
@@ -127,19 +144,37 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver="LSODA", rtol=1e-
                      "time_states": ts, "time_sensitivities": tsens,
                      "time_total": tsens + (ts or 0.0)})
     return {"model": model.name, "t_span": list(map(float, t_span)), "n_times": int(len(t_out)),
-            "grid_points": int(len(results["pbsr"].grid)),
+            "grid_points": int(len(results[methods[0]].grid)),
             "solver": {"method": solver, "rtol": rtol, "atol": atol},
-            "fs": {"method": "BDF", "rtol": fs_rtol, "atol": fs_atol},
+            "fs": {"method": _FS["method"], "rtol": fs_rtol, "atol": fs_atol},
             "reference": {"method": "fs", "solver": ref_method, "rtol": ref_rtol, "atol": ref_atol,
                           "check": check},
             "samples": int(samples), "seed": int(seed), "repeats": int(repeats),
-            "branches": results["pbsr"].branch_counts(),
+            "branches": results[_branch_method(methods)].branch_counts(),
             "rows": rows, "results": results, "E": E, "kappa_bar": kb, "ref": ref}
 
 
 #: Above this relative difference of the two references, ``compare_methods`` warns.
 REFERENCE_CHECK_WARN = 1e-6
 _REF_METHODS = ("Radau", "rodas5p", "BDF")
+
+
+def _check_methods(methods):
+    """``methods`` as a tuple of distinct post-hoc method names (PbsensError naming it otherwise)."""
+    from ..errors import PbsensError
+    from ..sensitivities import METHODS
+    if isinstance(methods, str):
+        methods = (methods,)
+    methods = tuple(dict.fromkeys(methods))
+    bad = [m_ for m_ in methods if m_ not in METHODS]
+    if not methods or bad:
+        raise PbsensError(f"'methods' must name post-hoc methods of {', '.join(METHODS)}; got {list(methods)!r}")
+    return methods
+
+
+def _branch_method(methods):
+    """The method whose branches are reported (and shaded in the figure): PBSR when compared."""
+    return next((m_ for m_ in ("pbsr", "pbsr2") if m_ in methods), methods[0])
 
 
 def _reference_methods(ref_method, ref_check):
@@ -155,7 +190,7 @@ def _reference_methods(ref_method, ref_check):
     return ref_method, ref_check
 
 
-_LABELS = {"pbsr": "PBSR", "exp": "Exp", "fs": "FS"}
+_LABELS = {"pbsr": "PBSR", "exp": "Exp", "pbs": "PBS", "exp2": "Exp2", "pbsr2": "PBSR2", "fs": "FS"}
 _TABLE_FIELDS = ("method", "E_median", "E_max", "kappa_bar_median", "time_states", "time_sensitivities",
                  "time_total")
 
@@ -171,7 +206,7 @@ def _fmt(v, spec):
 
 
 def run(args):
-    """``pbsens compare``: PBSR vs Exp vs FS, accuracy and time, as a table (and figure)."""
+    """``pbsens compare``: the post-hoc methods vs FS, accuracy and time, as a table (and figure)."""
     check_path(args.out, args.force, "--out", TABLE_EXT)
     check_path(args.plot, args.force, "--plot", PLOT_EXT)
     check_distinct(args, "--out", "--plot")
@@ -185,13 +220,14 @@ def run(args):
                         ref_atol=args.ref_atol, samples=args.samples, seed=args.seed, repeats=args.repeats,
                         progress=show_progress(args), ref_method=args.ref_method, ref_check=args.ref_check)
     ref = c["reference"]
-    say(args, f"{m.name} on [{span[0]:g}, {span[1]:g}]: {c['n_times']} output times "
-               f"(state grid {c['grid_points']} points, {args.solver} rtol {args.rtol:g} atol {args.atol:g})")
+    say(args, f"{m.name} on [{span[0]:g}, {span[1]:g}]: {plural(c['n_times'], 'output time')} "
+               f"(state grid {plural(c['grid_points'], 'point')}, {args.solver} rtol {args.rtol:g} "
+               f"atol {args.atol:g})")
     say(args, f"E_k against FS ({ref['solver']}, rtol {ref['rtol']:g}, atol {ref['atol']:g}"
                + (f"; {ref['check']['solver']} differs by {ref['check']['E_max']:.1e} at most" if ref["check"] else "")
                + "); "
-               + (f"kappa_bar over {args.samples} samples (seed {args.seed}); " if args.samples else "")
-               + f"times: median of {args.repeats} runs")
+               + (f"kappa_bar over {plural(args.samples, 'sample')} (seed {args.seed}); " if args.samples else "")
+               + f"times: median of {plural(args.repeats, 'run')}")
     say(args, f"{'method':<7} {'E_k median':>11} {'E_k max':>10} {'kappa_bar med':>14} "
                f"{'states':>10} {'sens.':>10} {'total':>10}")
     for row in c["rows"]:
@@ -199,7 +235,8 @@ def run(args):
                    f"{_fmt(row['E_max'], '.3e'):>10} {_fmt(row['kappa_bar_median'], '.3e'):>14} "
                    f"{fmt_time(row['time_states']):>10} {fmt_time(row['time_sensitivities']):>10} "
                    f"{fmt_time(row['time_total']):>10}")
-    say(args, f"PBSR branches: {branch_summary(c['results']['pbsr'])}")
+    bm = _branch_method(tuple(k for k in c["results"] if k != "fs"))
+    say(args, f"{_LABELS[bm]} branches: {branch_summary(c['results'][bm])}")
     if args.out:
         if args.out.lower().endswith(".json"):
             doc = _jsonable({k: v for k, v in c.items() if k not in ("results", "E", "kappa_bar", "ref")})
@@ -235,7 +272,7 @@ def _compare_figure(c, path):
     from matplotlib.figure import Figure
 
     from ..plot import plot_kappa_bar, plot_relative_error
-    r = c["results"]["pbsr"]
+    r = c["results"][_branch_method(tuple(k for k in c["results"] if k != "fs"))]
     panels = 2 if c["kappa_bar"] else 1
     fig = Figure(figsize=(7.0, 3.5 * panels), dpi=100, layout="constrained")
     axes = fig.subplots(panels, 1, squeeze=False, sharex=True)[:, 0]
@@ -244,7 +281,8 @@ def _compare_figure(c, path):
     if c["kappa_bar"]:
         axes[0].set_xlabel("")
         plot_kappa_bar(r, {_LABELS[k]: v for k, v in c["kappa_bar"].items()}, ax=axes[1],
-                       title=f"{c['model']}: kappa_bar ({c['samples']} samples); shaded: PBSR exp steps")
+                       title=f"{c['model']}: kappa_bar ({plural(c['samples'], 'sample')}); shaded: "
+                             f"{_LABELS[r.method]} exp steps")
     fig.savefig(path, dpi=fig.dpi)
     return fig
 
@@ -252,34 +290,39 @@ def _compare_figure(c, path):
 def add_parser(subparsers):
     """The ``compare`` subcommand and its options."""
     sp = add_command(
-        subparsers, "compare", help="PBSR vs Exp vs FS on one model: accuracy and time",
-        description="Compare PBSR, Exp and forward sensitivities (FS) on one model. Accuracy: the relative "
-                    "error E_k against FS at tight tolerances (median and max over the output times) and "
-                    "the perturbation error kappa_bar (median over time, --samples perturbations). Time: "
-                    "median over --repeats runs after a warm-up; PBSR and Exp include the state solve.",
+        subparsers, "compare", help="PBSR, Exp, Exp2, PBSR2 vs FS on one model: accuracy and time",
+        description="Compare the post-hoc methods PBSR, Exp, Exp2 and PBSR2 with forward sensitivities (FS) on "
+                    "one model. Accuracy: the relative error E_k against FS at tight tolerances (median and "
+                    "max over the output times) and the perturbation error kappa_bar (median over time, "
+                    "--samples perturbations). Time: median over --repeats runs after a warm-up; the post-hoc "
+                    "methods include the state solve.",
         epilog="example:\n  pbsens compare Chua --t-end 10 --samples 20 --out table.csv --plot compare.png")
     add_model_and_span(sp)
-    sp.add_argument("--solver", default="LSODA", choices=SOLVERS,
-                    help="state solver of PBSR and Exp (default LSODA)")
-    sp.add_argument("--rtol", type=positive_float, default=1e-5, help="state solver rtol (default 1e-5)")
-    sp.add_argument("--atol", type=positive_float, default=1e-6, help="state solver atol (default 1e-6)")
-    sp.add_argument("--fs-rtol", type=positive_float, default=1e-8, help="rtol of the compared FS (default 1e-8)")
-    sp.add_argument("--fs-atol", type=positive_float, default=1e-10,
-                    help="atol of the compared FS (default 1e-10)")
-    sp.add_argument("--ref-rtol", type=positive_float, default=1e-10,
-                    help="rtol of the FS reference for E_k (default 1e-10)")
-    sp.add_argument("--ref-atol", type=positive_float, default=1e-12,
-                    help="atol of the FS reference for E_k (default 1e-12)")
-    sp.add_argument("--ref-method", default="Radau", choices=_REF_METHODS,
-                    help="integrator of the FS reference (default Radau)")
-    sp.add_argument("--ref-check", default="rodas5p", choices=_REF_METHODS + ("none",),
-                    help="a second reference by this integrator, reported beside E (default rodas5p; none: skip)")
-    sp.add_argument("--samples", type=nonneg_int, default=20,
-                    help="perturbations for kappa_bar (default 20; the paper uses 100; 0 skips it)")
-    sp.add_argument("--seed", type=int, default=0, help="seed of the kappa_bar perturbations (default 0)")
-    sp.add_argument("--repeats", type=pos_int, default=3, help="timed runs per method (default 3)")
-    sp.add_argument("--out", metavar="FILE", help="write the table (.csv or .json)")
-    sp.add_argument("--plot", metavar="FILE", help="figure of E_k and kappa_bar over time (.png, .pdf, .svg)")
-    sp.add_argument("--force", action="store_true", help="overwrite existing --out/--plot files")
-    sp.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    add_solver_options(sp, solver=api_default(compare_methods, "solver"), rtol=api_default(compare_methods, "rtol"),
+                       atol=api_default(compare_methods, "atol"), what="state solver of the post-hoc methods")
+    sp.add_argument("--fs-rtol", type=positive_float, default=api_default(compare_methods, "fs_rtol"),
+                    help=f"rtol of the compared FS (default {api_default(compare_methods, 'fs_rtol'):g})")
+    sp.add_argument("--fs-atol", type=positive_float, default=api_default(compare_methods, "fs_atol"),
+                    help=f"atol of the compared FS (default {api_default(compare_methods, 'fs_atol'):g})")
+    sp.add_argument("--ref-rtol", type=positive_float, default=api_default(compare_methods, "ref_rtol"),
+                    help=f"rtol of the FS reference for E_k (default {api_default(compare_methods, 'ref_rtol'):g})")
+    sp.add_argument("--ref-atol", type=positive_float, default=api_default(compare_methods, "ref_atol"),
+                    help=f"atol of the FS reference for E_k (default {api_default(compare_methods, 'ref_atol'):g})")
+    sp.add_argument("--ref-method", default=api_default(compare_methods, "ref_method"), choices=_REF_METHODS,
+                    help=f"integrator of the FS reference (default {api_default(compare_methods, 'ref_method')})")
+    sp.add_argument("--ref-check", default=api_default(compare_methods, "ref_check"),
+                    choices=_REF_METHODS + ("none",),
+                    help="a second reference by this integrator, reported beside E (default "
+                         f"{api_default(compare_methods, 'ref_check')}; none: skip)")
+    sp.add_argument("--samples", type=nonneg_int, default=api_default(compare_methods, "samples"),
+                    help=f"perturbations for kappa_bar (default {api_default(compare_methods, 'samples')}; the paper "
+                         "uses 100; 0 skips it)")
+    sp.add_argument("--seed", type=int, default=api_default(compare_methods, "seed"),
+                    help=f"seed of the kappa_bar perturbations (default {api_default(compare_methods, 'seed')})")
+    sp.add_argument("--repeats", type=pos_int, default=api_default(compare_methods, "repeats"),
+                    help=f"timed runs per method (default {api_default(compare_methods, 'repeats')})")
+    add_out(sp, "write the table (.csv or .json)")
+    add_plot(sp, "figure of E_k and kappa_bar over time")
+    add_force(sp, "existing --out/--plot files")
+    add_quiet(sp)
     return sp
