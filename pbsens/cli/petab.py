@@ -8,35 +8,45 @@ import json
 import math
 import os
 import sys
+import time
 
 import numpy as np
 
 from ..errors import PbsensError
+from .common import (PLOT_EXT, add_force, add_out, add_plot, add_quiet, add_solver_options, api_default,
+                     check_distinct, check_path, evaluate_default_text, plural, say, solver_options)
 
 __all__ = ["add_parser", "run", "read_theta", "plot_fit"]
 
 
 def add_parser(subparsers):
     """Add the ``petab`` subcommand to an ``argparse`` subparsers object."""
+    from ..problems import Problem
+    from ..sensitivities import METHODS
     sp = subparsers.add_parser(
         "petab", help="evaluate a PEtab estimation problem (llh, chi2, gradient, plot)",
         description="Read a PEtab v1 problem, simulate every condition and print the log-likelihood, "
-                    "chi2, the gradient's norm and the time per condition.")
-    sp.add_argument("problem", metavar="PROBLEM.yaml", help="the PEtab problem's YAML file")
-    sp.add_argument("--method", default="exp2",
-                    help="'fs' (forward sensitivities) or a post-hoc method: exp2 (default), pbsr, pbsr2, "
-                         "exp, pbs")
+                    "chi2, the gradient's norm and the time per condition (of an evaluation after a first, "
+                    "untimed one that compiles or loads the kernels: that and the loading are printed as "
+                    "'load and compile').")
+    sp.add_argument("problem", metavar="PROBLEM.yaml", help="the PEtab problem's YAML file (or an SBtab folder)")
+    method = api_default(Problem.evaluate, "method")
+    sp.add_argument("--method", default=method, choices=("fs",) + METHODS, metavar="METHOD",
+                    help=f"'fs' (forward sensitivities) or a post-hoc method: {', '.join(METHODS)} "
+                         f"(default {method})")
     sp.add_argument("--theta", metavar="FILE",
                     help="estimated parameters on their scale: a JSON object {parameterId: value} or a "
                          "text file with one number per estimated parameter (default: nominal values)")
     sp.add_argument("--no-gradient", action="store_true", help="the log-likelihood only")
-    sp.add_argument("--rtol", type=float, default=None, help="solver relative tolerance")
-    sp.add_argument("--atol", type=float, default=None, help="solver absolute tolerance")
+    add_solver_options(sp, what="solver (of the states; for fs of states and sensitivities together)",
+                       default_text=evaluate_default_text())
     sp.add_argument("--estimate-error", action="store_true",
                     help="per condition, the largest estimated relative error of the post-hoc sensitivities "
                          "over its output times (one more solve and march per condition)")
-    sp.add_argument("--json", metavar="OUT", help="write llh, chi2, gradient, FIM and timings as JSON")
-    sp.add_argument("--plot", metavar="OUT.png", help="measured vs simulated, one panel per observable")
+    add_out(sp, "write llh, chi2, gradient, FIM and timings as JSON", metavar="OUT", aliases=("--json",))
+    add_plot(sp, "measured vs simulated, one panel per observable")
+    add_force(sp, "existing --out/--plot files")
+    add_quiet(sp)
     sp.set_defaults(func=run)
     return sp
 
@@ -133,49 +143,66 @@ def plot_fit(problem, result, path):
 
 
 def run(args):
-    """``pbsens petab``: print llh, chi2, gradient norm and time per condition."""
+    """``pbsens petab``: print llh, chi2, gradient norm and time per condition.
+
+    Every argument and output path is checked before the problem is loaded; outputs are
+    written at the end. The per-condition times are those of a second evaluation: the
+    first one (untimed per condition) compiles or loads the kernels, and is printed with
+    the loading as ``load and compile``.
+    """
     from ..problems import load
-    if args.plot and not args.plot.lower().endswith((".png", ".pdf", ".svg")):
-        raise PbsensError(f"'--plot': {args.plot!r} must end in .png, .pdf or .svg")
+    check_path(args.out, args.force, "--out")
+    check_path(args.plot, args.force, "--plot", PLOT_EXT)
+    check_distinct(args, "--out", "--plot")
+    if not os.path.exists(args.problem):
+        raise PbsensError(f"PROBLEM.yaml {args.problem!r} does not exist")
+    if args.theta and not os.path.isfile(args.theta):
+        raise PbsensError(f"'--theta': file {args.theta!r} does not exist")
+    t0 = time.perf_counter()
     problem = load(args.problem)
     theta = read_theta(args.theta, problem) if args.theta else None
-    opts = {k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
+    opts = solver_options(args)
+    problem.evaluate(theta, sensitivities=not args.no_gradient, method=args.method, **opts)   # compiles
+    t_setup = time.perf_counter() - t0
     res = problem.evaluate(theta, sensitivities=not args.no_gradient, method=args.method, **opts)
     est = None
     if args.estimate_error and args.method != "fs":
         from ..error_estimate import condition_estimates
         est = condition_estimates(problem, theta, method=args.method, **opts)
-    print(f"problem     {args.problem}")
-    print(f"parameters  {problem.dim} estimated, {len(problem.conditions)} conditions, "
-          f"{len(res.simulations)} measurements")
-    print(f"method      {args.method}")
-    print(f"llh         {res.llh:.10g}")
-    print(f"chi2        {res.chi2:.10g}")
+    say(args, f"problem     {args.problem}")
+    say(args, f"parameters  {problem.dim} estimated, {plural(len(problem.conditions), 'condition')}, "
+              f"{plural(len(res.simulations), 'measurement')}")
+    say(args, f"method      {args.method}")
+    say(args, f"llh         {res.llh:.10g}")
+    say(args, f"chi2        {res.chi2:.10g}")
     if res.gradient is not None:
-        print(f"|gradient|  {np.linalg.norm(res.gradient):.6g}  (d llh / d theta, parameter scale)")
+        say(args, f"|gradient|  {np.linalg.norm(res.gradient):.6g}  (d llh / d theta, parameter scale)")
     if args.estimate_error and est is None:
-        print("estimated error: not available for fs (its error is controlled by --rtol/--atol)")
+        say(args, "estimated error: not available for fs (its error is controlled by --rtol/--atol)")
+    say(args, f"load and compile: {t_setup:.1f} s (reading the problem, compiling or loading the model and "
+              "kernels: a first evaluation)")
     if est is None:
-        print("time per condition [ms]")
+        say(args, "time per condition [ms] (a second evaluation)")
     else:
-        print(f"time per condition [ms], max estimated error E of S ({args.method}: relative, "
-              "||dS||_F / ||S||_F, over the condition's output times)")
+        say(args, f"time per condition [ms] (a second evaluation), max estimated error E of S ({args.method}: "
+                  "relative, ||dS||_F / ||S||_F, over the condition's output times)")
     for name in problem.conditions:
         e = "" if est is None else ("  E n/a (no output after t0)" if est[name] is None else f"  E {est[name]:.2g}")
-        print(f"  {name:<40s} {1e3 * res.timing[name]:10.2f}{e}")
-    print(f"  {'total':<40s} {1e3 * res.timing['total']:10.2f}")
-    if args.json:
+        say(args, f"  {name:<40s} {1e3 * res.timing[name]:10.2f}{e}")
+    say(args, f"  {'total':<40s} {1e3 * res.timing['total']:10.2f}")
+    if args.out:
         out = {"problem": os.fspath(args.problem), "method": args.method, "llh": res.llh, "chi2": res.chi2,
                "parameter_ids": problem.parameter_ids, "theta": res.theta.tolist(),
                "gradient": None if res.gradient is None else res.gradient.tolist(),
-               "fim": None if res.fim is None else res.fim.tolist(), "timing": res.timing}
+               "fim": None if res.fim is None else res.fim.tolist(), "timing": res.timing,
+               "load_and_compile_seconds": t_setup, "solver_options": opts}
         if est is not None:
             out["error_estimate"] = est
-        with open(args.json, "w", encoding="utf-8") as fh:
+        with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(out, fh, indent=1)
-        print(f"wrote {args.json}")
+        say(args, f"wrote {args.out}")
     if args.plot:
         plot_fit(problem, res, args.plot)
-        print(f"wrote {args.plot}")
+        say(args, f"wrote {args.plot}")
     sys.stdout.flush()
     return 0
