@@ -185,8 +185,8 @@ def add_parser(subparsers):
                          "(exponential-midpoint step), fs (forward sensitivities)")
     post, fs = _defaults("pbsr"), _defaults("fs")
     add_solver_options(sp, what="solver (of the states; for fs of states and sensitivities together)",
-                       default_text={k: f"{post[k]:g} for the states, {fs[k]:g} for fs" if k != "solver" else
-                                     f"{post[k]}, for fs {fs[k]}" for k in post})
+                       default_text={"solver": f"{post['solver']}, for fs {fs['solver']}",
+                                     **{k: f"{post[k]:g} for the states, {fs[k]:g} for fs" for k in ("rtol", "atol")}})
     sp.add_argument("--interpolation", choices=("linear", "hermite", "dense"), default=None,
                     help="states at PBSR refinement points (post-hoc methods; default "
                          f"{api_default(sensitivities, 'interpolation')}, as the paper)")

@@ -88,7 +88,7 @@ def run(args):
     for f in json.loads(att["failed_chains"]):
         say(args, f"FAILED    chain {f['chain']} (seed {f['seed']}, spawn key {f['spawn_key']}): {f['error']}; "
                   f"{plural(f['iterations_kept'], 'iteration')} kept in group partial_chain_{f['chain']}")
-    for name, p in paths.items():
+    for p in paths.values():
         say(args, f"wrote {p}")
     sys.stdout.flush()
     return 0
