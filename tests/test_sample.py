@@ -22,6 +22,7 @@ az = pytest.importorskip("arviz")
 import pbsens  # noqa: E402
 import pbsens.petab as pbpetab  # noqa: E402
 from pbsens import parallel  # noqa: E402
+from pbsens.inference import chains  # noqa: E402
 from pbsens.errors import PbsensError  # noqa: E402
 
 BOEHM = Path(__file__).parent / "data" / "petab" / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
@@ -41,9 +42,10 @@ def in_process(boehm):
 @pytest.fixture(scope="module")
 def killed(boehm):
     """Two chains in two worker processes; chain 1's process exits at iteration 25."""
-    with pytest.warns(RuntimeWarning, match=r"chain 1 \(seed 20261123") as rec:
-        idata = pbsens.sample(boehm, n_workers=2, _fault=dict(chain=1, at=25, mode="exit"),
-                              **{**KW, "draws": 30})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(chains, "_FAULT", dict(chain=1, at=25, mode="exit"))
+        with pytest.warns(RuntimeWarning, match=r"chain 1 \(seed 20261123") as rec:
+            idata = pbsens.sample(boehm, n_workers=2, **{**KW, "draws": 30})
     return idata, [str(w.message) for w in rec]
 
 
@@ -92,12 +94,13 @@ def test_same_seed_same_chains_in_processes_and_killed_chain_reported(in_process
     assert part.sizes["iteration"] == 25 and np.all(np.isfinite(part.lp.values))
 
 
-def test_dask_local_cluster_same_draws_and_raising_chain_kept_apart(boehm, in_process):
+def test_dask_local_cluster_same_draws_and_raising_chain_kept_apart(boehm, in_process, monkeypatch):
     distributed = pytest.importorskip("distributed")
+    monkeypatch.setattr(chains, "_FAULT", dict(chain=1, at=14, mode="raise"))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         with pytest.warns(RuntimeWarning, match="test fault in chain 1"):
-            idata = pbsens.sample(boehm, client=client, _fault=dict(chain=1, at=14, mode="raise"), **KW)
+            idata = pbsens.sample(boehm, client=client, **KW)
     post = idata.posterior
     assert list(post.chain.values) == [0]
     for p in boehm.parameter_ids:

@@ -29,6 +29,10 @@ from .transform import UnboundedPosterior
 
 __all__ = ["sample"]
 
+# A test hook, not an option: dict(chain=k, at=i, mode="exit"|"raise") makes chain k's worker exit
+# (or raise) at iteration i. Read when sample() is called and shipped to the workers with the options.
+_FAULT = None
+
 
 def _check_int(v, name, minimum):
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
@@ -260,7 +264,7 @@ def _progress_enabled(progress):
 # ------------------------------------------------------------------ the sampler
 def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None, client=None, n_workers=None,
            progress=True, *, theta0=None, metric_floor=1e-8, box_metric=None, step_size=None, target_accept=0.6,
-           solver_options=None, transform=True, ridge=0.1, init_scale=2.0, metric=None, _fault=None):
+           solver_options=None, transform=True, ridge=0.1, init_scale=2.0, metric=None):
     """Run ``chains`` SMMALA chains in parallel on ``problem``'s posterior.
 
     Parameters
@@ -381,7 +385,7 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     scratch = tempfile.mkdtemp(prefix="pbsens-chains-")
     opts = dict(method=method, draws=draws, burn_in=burn_in, metric_floor=metric_floor, box_metric=box_metric,
                 step_size=step_size, transform=bool(transform), ridge=float(ridge),
-                target_accept=target_accept, metric=metric, scratch=scratch, fault=_fault,
+                target_accept=target_accept, metric=metric, scratch=scratch, fault=_FAULT,
                 solver_options=dict(solver_options or {}))
     items = [dict(chain=k, entropy=entropy, theta0=starts[k], z0=None if z0 is None else z0[k])
              for k in range(chains)]
