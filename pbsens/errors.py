@@ -43,3 +43,31 @@ class AccuracyWarning(PbsensWarning):
     :func:`pbsens.relative_error` compares results computed on different
     trajectories. The message names the time range.
     """
+
+
+class ConvergenceWarning(PbsensWarning):
+    """MCMC draws that are probably not a sample of the posterior.
+
+    Issued by :func:`pbsens.sample` (R-hat above 1.01, bulk ESS below 100 per chain,
+    a parameter pinned to a bound, a chain that hardly moves) and by
+    :func:`pbsens.smmala` (a start on a bound, a chain that hardly moves or sits on a
+    bound). The message names the parameters and chains and says what to try.
+
+    Attributes
+    ----------
+    kind : str or None
+        ``"rhat"``, ``"ess"``, ``"bound"``, ``"stuck"`` or ``"start"``.
+    parameters : list of str
+        The parameters concerned (empty when the whole chain is).
+    chains : list of int
+        The chains concerned.
+    """
+
+    def __init__(self, message, kind=None, parameters=(), chains=()):
+        super().__init__(message)
+        self.kind = kind
+        self.parameters = list(parameters)
+        self.chains = [int(c) for c in chains]
+
+    def __reduce__(self):
+        return type(self), (str(self), self.kind, self.parameters, self.chains)
