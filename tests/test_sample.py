@@ -20,6 +20,7 @@ pytest.importorskip("petab.v1")
 az = pytest.importorskip("arviz")
 
 import pbsens  # noqa: E402
+import pbsens.errors  # noqa: E402
 import pbsens.petab as pbpetab  # noqa: E402
 from pbsens import parallel  # noqa: E402
 from pbsens.inference import chains  # noqa: E402
@@ -110,6 +111,31 @@ def test_dask_local_cluster_same_draws_and_raising_chain_kept_apart(boehm, in_pr
     # its last two iterations (after 12 of burn-in) are the in-process chain 1's first two draws
     for p in boehm.parameter_ids:
         np.testing.assert_array_equal(part[p].values[12:14], in_process.posterior[p].sel(chain=1).values[:2])
+
+
+def test_convergence_findings_recorded_in_attrs(in_process):
+    """2 chains x 16 draws cannot reach a bulk ESS of 200: the finding is kept with the run."""
+    for ds in (in_process.posterior, in_process.sample_stats):
+        msgs = json.loads(ds.attrs["convergence_warnings"])
+        assert any(m.startswith("bulk ESS below 200") for m in msgs), msgs
+    assert json.loads(in_process.posterior.attrs["support"]) == [[-5.0] * 9, [5.0] * 9]
+    from pbsens.inference.chains import check_convergence
+    assert [str(w) for w in check_convergence(in_process)] == msgs      # the same rules on the stored run
+
+
+def test_chains_stuck_on_boehms_bound_warn(boehm):
+    """Boehm from its nominal point (k_exp_hetero 3e-5 of the width above its lower bound), sampled as given
+    with the bare Fisher metric: every proposal leaves the bounds, the chains never move."""
+    with pytest.warns(pbsens.errors.ConvergenceWarning) as rec:
+        idata = pbsens.sample(boehm, chains=2, draws=24, burn_in=12, seed=7, n_workers=1, progress=False,
+                              transform=False, metric_floor=None, box_metric=False, metric="fisher")
+    found = {w.message.kind: w.message for w in rec if isinstance(w.message, pbsens.errors.ConvergenceWarning)}
+    assert found["stuck"].chains == [0, 1] and "acceptance 0.0%" in str(found["stuck"])
+    assert "transform=True" in str(found["stuck"])
+    assert found["bound"].parameters == ["k_exp_hetero"] and found["bound"].chains == [0, 1]
+    assert "lower bound -5" in str(found["bound"])
+    assert "rhat" not in found          # R-hat is undefined for chains that never move, not reported as a number
+    assert len(json.loads(idata.posterior.attrs["convergence_warnings"])) == len(found)
 
 
 def test_evaluate_many_matches_one_by_one(boehm):

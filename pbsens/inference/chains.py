@@ -24,10 +24,11 @@ import warnings
 
 import numpy as np
 
-from ..errors import PbsensError
-from .transform import UnboundedPosterior
+from ..errors import ConvergenceWarning, PbsensError
+from .smmala import ESS_PER_CHAIN, RHAT_MAX, _chains, _list  # noqa: F401 - the thresholds, re-exported
+from .transform import UnboundedPosterior, to_parameter_scale
 
-__all__ = ["sample"]
+__all__ = ["sample", "check_convergence"]
 
 # A test hook, not an option: dict(chain=k, at=i, mode="exit"|"raise") makes chain k's worker exit
 # (or raise) at iteration i. Read when sample() is called and shipped to the workers with the options.
@@ -66,7 +67,7 @@ def _chain_item(context, item):
     if isinstance(problem, tuple):
         from ..parallel import worker_problem
         problem = worker_problem(problem)
-    from .smmala import smmala
+    from .smmala import _run
     k = item["chain"]
     rng = np.random.default_rng(np.random.SeedSequence(item["entropy"], spawn_key=(k,)))
     n_total = opts["burn_in"] + opts["draws"]
@@ -112,11 +113,11 @@ def _chain_item(context, item):
                     failed)
     t0 = time.perf_counter()
     try:
-        res = smmala(post, start, opts["draws"], step_size=opts.get("step_size"),
-                     burn_in=opts["burn_in"], seed=rng, target_accept=opts["target_accept"], progress=False,
-                     metric_floor=opts.get("metric_floor"), metric=opts.get("metric", "fisher"), callback=callback)
+        res = _run(post, start, opts["draws"], step_size=opts.get("step_size"),
+                   burn_in=opts["burn_in"], seed=rng, target_accept=opts["target_accept"], progress=False,
+                   metric_floor=opts.get("metric_floor"), metric=opts.get("metric", "fisher"), callback=callback)
         if opts.get("transform"):
-            _to_parameter_scale(res, post)
+            to_parameter_scale(res, post)
     except Exception as exc:  # noqa: BLE001 - reported with the chain's seed, partial draws kept
         import traceback
         n = state["n"]
@@ -125,18 +126,6 @@ def _chain_item(context, item):
     if prog:
         _write(prog, f"{n_total} {n_total}")
     return {"chain": k, "result": res, "wall": time.perf_counter() - t0}
-
-
-def _to_parameter_scale(res, post):
-    """Map an :class:`MCMCResult` sampled in ``z`` back to the parameter scale, in place."""
-    for chain_attr, lp_attr in (("chain", "logp"), ("burn_in_chain", "burn_in_logp")):
-        Z, LZ = getattr(res, chain_attr), getattr(res, lp_attr)
-        if Z is None:
-            continue
-        res.unbounded = getattr(res, "unbounded", {})
-        res.unbounded[chain_attr] = Z
-        setattr(res, chain_attr, np.array([post.transform.to_bounded(z) for z in Z]).reshape(Z.shape))
-        setattr(res, lp_attr, np.array([post.log_posterior_theta(lz, z) for lz, z in zip(LZ, Z)]))
 
 
 def support(priors):
@@ -325,7 +314,16 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
         ``posterior`` (dims ``chain``, ``draw``; one variable per estimated
         parameter id), ``sample_stats`` (``lp``, ``accepted``, ``acceptance_rate``,
         ``step_size``, ``solver_failed``), ``observed_data`` (the measurements), and
-        ``attrs`` with the seed, method, per-chain seconds and failures.
+        ``attrs`` with the seed, method, per-chain seconds and failures, the initial step
+        size, the support (JSON ``[lower, upper]``) and ``convergence_warnings`` (a JSON
+        list of the messages below).
+
+    Warns
+    -----
+    ConvergenceWarning
+        (:mod:`pbsens.errors`; the rules are :func:`check_convergence`'s) R-hat above
+        1.01, bulk ESS below 100 per chain, a parameter pinned to a bound in a chain, a
+        chain that hardly moves. Each names the parameters and chains and says what to try.
 
     Raises
     ------
@@ -417,11 +415,19 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     if not ok:
         raise PbsensError("every chain failed: " + "; ".join(
             f"chain {f['chain']} (seed {entropy}, spawn key ({f['chain']},)): {f['error']}" for f in failed))
-    return _inference_data(problem, ok, failed, dict(seed=entropy, method=method, draws=draws, burn_in=burn_in,
-                                                      chains=chains, wall_time=wall, metric_floor=metric_floor,
-                                                      box_metric=int(bool(box_metric)),
-                                                      transform="logit" if transform else "none",
-                                                      ridge=float(ridge), metric=metric), starts)
+    from .smmala import default_step_size
+    info = dict(seed=entropy, method=method, draws=draws, burn_in=burn_in, chains=chains, wall_time=wall,
+                metric_floor=metric_floor, box_metric=int(bool(box_metric)),
+                transform="logit" if transform else "none", ridge=float(ridge), metric=metric,
+                step_size_initial=float(step_size) if step_size is not None else default_step_size(d),
+                support=json.dumps([b.tolist() for b in support(problem.priors)]))
+    idata = _inference_data(problem, ok, failed, info, starts)
+    found = check_convergence(idata)
+    for ds in (idata.posterior, idata.sample_stats):
+        ds.attrs["convergence_warnings"] = json.dumps([str(w) for w in found])
+    for w in found:
+        warnings.warn(w, stacklevel=2)
+    return idata
 
 
 def _read_checkpoint(scratch, k):
@@ -488,3 +494,94 @@ def _inference_data(problem, ok, failed, info, starts=None):
             warnings.simplefilter("ignore")
             idata.add_groups({f"partial_chain_{f['chain']}": ds})
     return idata
+
+
+# ------------------------------------------------------------------ convergence checks
+def check_convergence(idata, lower=None, upper=None):
+    """Why the draws of a sampling run may not be a sample of the posterior.
+
+    The checks :func:`sample` runs (and warns about) on its result; also usable on a
+    run read back with ``arviz.from_netcdf``. Each finding is one
+    :class:`~pbsens.errors.ConvergenceWarning` (returned, not issued) naming the
+    parameters and chains:
+
+    - ``"stuck"``: a chain that hardly moves: acceptance after burn-in below 5%
+      (at least 20 draws), or a final step size below 1% of
+      ``max(initial step, 1.65 d^(-1/6))`` (``sample_stats.accepted``, ``step_size``,
+      ``attrs["step_size_initial"]``).
+    - ``"bound"``: a parameter within ``1e-4`` of the bounds' width of a bound in
+      more than half of a chain's draws (bounds: ``lower``/``upper``, default
+      ``attrs["support"]``).
+    - ``"rhat"``: rank-normalised split R-hat (``arviz.rhat``, Vehtari et al. 2021)
+      above 1.01, ArviZ's threshold; the chains whose means lie furthest from the
+      others' are named. Needs two chains (as in ArviZ); one chain's drift shows in its ESS.
+    - ``"ess"``: bulk ESS (``arviz.ess``) below ``100 x chains``: Vehtari et al.'s
+      rule of 100 per chain, so 400 for the default 4 chains as ArviZ recommends;
+      below it R-hat and the ESS estimate themselves are unreliable. Chains whose
+      own bulk ESS is below 100 are named.
+
+    R-hat and ESS need at least 4 draws per chain. Returns a list (empty when nothing
+    was found).
+    """
+    from .smmala import at_bound, mixing_warnings, movement_problems
+    post = idata.posterior
+    att = post.attrs
+    ids = json.loads(att["parameter_ids"]) if "parameter_ids" in att else list(post.data_vars)
+    chain_ids = [int(c) for c in post.chain.values]
+    X = np.stack([np.asarray(post[p].values, dtype=np.float64) for p in ids], axis=-1)   # (C, N, d)
+    C, N, d = X.shape
+    if lower is None and "support" in att:
+        lower, upper = (np.array(b, dtype=np.float64) for b in json.loads(att["support"]))
+    found = []
+
+    # chains that hardly move
+    st = getattr(idata, "sample_stats", None)
+    if st is not None and "accepted" in st and "step_size" in st:
+        eps0 = float(att.get("step_size_initial", np.nan))
+        adapted = int(att.get("burn_in", 1)) > 0
+        rows = []
+        for c, cid in enumerate(chain_ids):
+            acc = np.asarray(st["accepted"].values[c], dtype=float)
+            why, advice = movement_problems(float(acc.mean()) if acc.size else 0.0, acc.size,
+                                            float(np.asarray(st["step_size"].values[c]).reshape(-1)[-1]), eps0, d,
+                                            adapted)
+            if why:
+                n_bad = int(np.sum(st["solver_failed"].values[c])) if "solver_failed" in st else 0
+                if n_bad:
+                    why.append(f"{n_bad} of {acc.size} kept proposals non-finite (outside the support, or a "
+                               f"failed solve)")
+                rows.append((cid, why, advice))
+        if rows:
+            advice = list(dict.fromkeys(a for _, _, adv in rows for a in adv))   # in order, once each
+            advice = [a.replace("start from a point well inside the support (e.g. a fit)",
+                                "start from a fit (theta0=)") for a in advice]
+            msg = (f"{_chains([c for c, _, _ in rows])} hardly move{'s' if len(rows) == 1 else ''} ("
+                   + "; ".join(f"chain {c}: {', '.join(w)}" for c, w, _ in rows)
+                   + f"): {'its' if len(rows) == 1 else 'their'} draws are not a sample of the posterior. To do: "
+                     f"{'; '.join(advice)}.")
+            found.append(ConvergenceWarning(msg, kind="stuck", parameters=[], chains=[c for c, _, _ in rows]))
+
+    # parameters pinned to a bound
+    if lower is not None:
+        lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
+        pinned = {}
+        for c, cid in enumerate(chain_ids):
+            for j, side, frac in at_bound(X[c], lo, hi):
+                pinned.setdefault((j, side), []).append((cid, frac))
+        if pinned:
+            parts, chains_hit = [], set()
+            for (j, side), hits in sorted(pinned.items()):
+                b = (lo if side == 0 else hi)[j]
+                parts.append(f"{ids[j]} on its {'lower' if side == 0 else 'upper'} bound {b:.6g} in "
+                             f"{_chains([c for c, _ in hits])} ({', '.join(f'{100 * f:.0f}%' for _, f in hits)} "
+                             f"of the draws)")
+                chains_hit.update(c for c, _ in hits)
+            msg = (f"parameters sit on a bound (within 1e-4 of the bounds' width): {_list(parts)}. Either those "
+                   f"chains are pinned there (sample with transform=True, start from a fit away from the bound, "
+                   f"theta0=) or the posterior piles up against the bound, which then decides the estimate more "
+                   f"than the data do (widen the bound in the parameter table, or add a prior).")
+            found.append(ConvergenceWarning(msg, kind="bound", parameters=sorted({ids[j] for j, _ in pinned},
+                                                                                 key=ids.index),
+                                            chains=sorted(chains_hit)))
+    found += mixing_warnings(X, ids, chain_ids)
+    return found

@@ -25,9 +25,13 @@ class LogPosterior:
     prior : NormalPrior or None
         Anything with ``logpdf``, ``grad`` and ``precision``; ``None`` for a flat
         prior (the metric is then the Fisher information alone and may be singular).
+    support : (array_like, array_like), optional
+        ``(lower, upper)`` bounds of ``theta`` (``-inf``/``inf`` for none): outside them
+        ``logp`` is ``-inf`` (no solve), and :func:`pbsens.smmala` samples inside them
+        in unbounded coordinates (:mod:`pbsens.inference.transform`). Default: none.
     """
 
-    def __init__(self, likelihood, prior=None):
+    def __init__(self, likelihood, prior=None, support=None):
         if not hasattr(likelihood, "evaluate"):
             raise PbsensError(f"'likelihood' must have an evaluate(theta) method, got {type(likelihood).__name__}")
         self.likelihood = likelihood
@@ -40,6 +44,17 @@ class LogPosterior:
             pd = getattr(prior, "dim", None)
             if d is not None and pd is not None and pd != d:
                 raise PbsensError(f"'prior' has dimension {pd} but the likelihood estimates {d} parameters")
+        self.support = None
+        if support is not None:
+            try:
+                lo, hi = (np.array(b, dtype=np.float64).reshape(-1) for b in support)
+            except (TypeError, ValueError):
+                raise PbsensError("'support' must be (lower, upper), two arrays of numbers") from None
+            if lo.shape != hi.shape or (d is not None and lo.size != d) or np.any(np.isnan(lo) | np.isnan(hi)) \
+                    or np.any(~(lo < hi)):
+                raise PbsensError(f"'support' must be (lower, upper) with lower < upper, {d or 'dim'} entries each; "
+                                  f"got {lo.tolist()} and {hi.tolist()}")
+            self.support = (lo, hi)
         self._cache_theta = None
         self._cache = None
 
@@ -54,6 +69,8 @@ class LogPosterior:
     def evaluate(self, theta):
         """``(logp, grad, metric)`` at ``theta`` from one solve (cached for the last ``theta``).
 
+        Outside ``support``: ``(-inf, 0, I)`` without a solve.
+
         Raises
         ------
         PbsensError
@@ -62,6 +79,9 @@ class LogPosterior:
             The likelihood's solve failed (a sampler rejects such a proposal).
         """
         th = np.array(theta, dtype=np.float64).reshape(-1)
+        if self.support is not None and th.size == self.support[0].size and (
+                np.any(th < self.support[0]) or np.any(th > self.support[1])):
+            return -np.inf, np.zeros(th.size), np.eye(th.size)
         if self._cache_theta is not None and np.array_equal(th, self._cache_theta):
             lp, g, G = self._cache
             return lp, g.copy(), G.copy()

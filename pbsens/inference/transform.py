@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import PbsensError
 
-__all__ = ["BoundedTransform", "UnboundedPosterior"]
+__all__ = ["BoundedTransform", "UnboundedPosterior", "to_parameter_scale"]
 
 
 def _log_sigmoid(z):
@@ -196,3 +196,20 @@ class UnboundedPosterior:
     def log_posterior_theta(self, z_logp, z):
         """``log pi(theta(z))`` from ``log pi_z(z)`` (subtracts the log-Jacobian)."""
         return float(z_logp) - self.transform.log_jacobian(z)[0]
+
+
+def to_parameter_scale(res, post):
+    """Map an :class:`~pbsens.inference.smmala.MCMCResult` sampled in ``z`` by ``post`` (an
+    :class:`UnboundedPosterior`) back to the parameter scale, in place: ``chain``,
+    ``burn_in_chain`` become ``theta(z)``, ``logp``, ``burn_in_logp`` become ``log pi(theta(z))``;
+    the draws in ``z`` are kept in ``res.unbounded``; ``res.transform = "logit"``."""
+    res.unbounded = dict(res.unbounded or {})
+    for chain_attr, lp_attr in (("chain", "logp"), ("burn_in_chain", "burn_in_logp")):
+        Z, LZ = getattr(res, chain_attr), getattr(res, lp_attr)
+        if Z is None:
+            continue
+        res.unbounded[chain_attr] = Z
+        setattr(res, chain_attr, np.array([post.transform.to_bounded(z) for z in Z]).reshape(Z.shape))
+        setattr(res, lp_attr, np.array([post.log_posterior_theta(lz, z) for lz, z in zip(LZ, Z)]))
+    res.transform = "logit"
+    return res

@@ -631,6 +631,12 @@ class _ProblemPosterior:
     def param_names(self):
         return self.problem.param_names
 
+    @property
+    def support(self):
+        """``(lower, upper)`` outside which ``logp`` is ``-inf``: :func:`pbsens.smmala` samples inside it."""
+        from ..inference.chains import support
+        return support(self.problem.priors)
+
     def evaluate(self, theta):
         pr = self.problem
         th = pr._theta(theta)
