@@ -161,8 +161,10 @@ def test_compare_includes_exp2_and_pbsr2(tmp_path, capsys, chua):
 
 
 # ------------------------------------------------------------------ petab
-def test_petab_passes_solver_options_quiet_and_times_conditions_only(tmp_path, capsys, spy):
+def test_petab_passes_solver_options_quiet_and_times_conditions_only(tmp_path, capsys, spy, monkeypatch):
+    from pbsens.cli import petab as petab_cli
     from pbsens.problems import Problem
+    monkeypatch.setattr(petab_cli, "REEVALUATE_SECONDS", 1e9)   # however slow this machine is today
     calls = spy(Problem, "evaluate")
     (tmp_path / "r.json").write_text("old")
     code, out, err = run_main(["petab", BOEHM, "--solver", "rodas5p", "--rtol", "1e-6", "--atol", "1e-8",
@@ -193,6 +195,19 @@ def test_petab_passes_solver_options_quiet_and_times_conditions_only(tmp_path, c
     name = problem.conditions[0]
     row = next(line for line in out.splitlines() if line.strip().startswith(name))
     assert float(row.split()[-1]) == pytest.approx(1e3 * res.timing[name], abs=0.01)
+
+
+def test_petab_long_first_evaluation_is_not_repeated(tmp_path, capsys, spy, monkeypatch):
+    """A first evaluation longer than REEVALUATE_SECONDS (a large problem) is the one reported,
+    labelled as such: repeating it would double the wait."""
+    from pbsens.cli import petab as petab_cli
+    from pbsens.problems import Problem
+    monkeypatch.setattr(petab_cli, "REEVALUATE_SECONDS", 0.0)
+    calls = spy(Problem, "evaluate")
+    code, out, err = run_main(["petab", BOEHM, "--no-gradient"], tmp_path, capsys)
+    assert code == 0, err
+    assert len(calls) == 1
+    assert "time per condition [ms] (the first evaluation)" in out and "first evaluation " in out
 
 
 def test_petab_refuses_an_existing_output_without_force(tmp_path, capsys, spy):
