@@ -215,7 +215,8 @@ def test_sample_bad_arguments(boehm):
         pbsens.sample(boehm, chains=1, draws=2, client=42)
 
 
-def test_cli_sample_writes_outputs_and_refuses_to_overwrite(tmp_path):
+def test_cli_sample_writes_outputs_and_refuses_to_overwrite(tmp_path, capsys):
+    import json
     from pbsens.cli import main
     out = tmp_path / "run"
     args = ["sample", str(BOEHM), "--chains", "2", "--draws", "8", "--burn-in", "4", "--seed", "3",
@@ -227,6 +228,10 @@ def test_cli_sample_writes_outputs_and_refuses_to_overwrite(tmp_path):
         assert (out / f).stat().st_size > 0, f
     idata = az.from_netcdf(out / "posterior.nc")
     assert dict(idata.posterior.sizes) == {"chain": 2, "draw": 8}
+    # 8 draws are no sample: the convergence checks are printed after the summary table
+    checks = json.loads(idata.posterior.attrs["convergence_warnings"])
+    printed = [line[len("CHECK     "):] for line in capsys.readouterr().out.splitlines() if line.startswith("CHECK")]
+    assert checks and printed == checks
     header = (out / "summary.tsv").read_text().splitlines()[0].split("\t")
     for col in ("mean", "sd", "r_hat", "ess_bulk", "ess_tail", "ess_bulk_per_s"):
         assert col in header

@@ -88,6 +88,9 @@ def run(args):
     for f in json.loads(att["failed_chains"]):
         say(args, f"FAILED    chain {f['chain']} (seed {f['seed']}, spawn key {f['spawn_key']}): {f['error']}; "
                   f"{plural(f['iterations_kept'], 'iteration')} kept in group partial_chain_{f['chain']}")
+    checks = json.loads(att.get("convergence_warnings", "[]"))
+    for message in checks:          # after the table, where the eye lands (also warned on stderr)
+        print(f"CHECK     {message}")
     for p in paths.values():
         say(args, f"wrote {p}")
     sys.stdout.flush()
