@@ -2,7 +2,7 @@
 
 The public names are re-exported here; see ``docs`` and the README.
 """
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401
 
 from .errors import ModelError, PbsensError, SolverError, UnsupportedModelError  # noqa: E402
 from .forward import forward_sensitivities  # noqa: E402
@@ -18,11 +18,11 @@ from .result import SensitivityResult  # noqa: E402
 from .sensitivities import sensitivities  # noqa: E402
 from .solvers import Trajectory, solve_states  # noqa: E402
 from .inference.chains import sample  # noqa: E402
-from .parallel import sensitivities_many  # noqa: E402
+from .batches import evaluate_many, sensitivities_many  # noqa: E402
 
 __all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "UnsupportedModelError",
            "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states",
            "sensitivities", "SensitivityResult", "to_sbml",
            "forward_sensitivities", "relative_error", "kappa_bar", "fisher_information", "output_sensitivities", "GaussianLikelihood", "NormalPrior",
            "LogPosterior", "smmala", "MCMCResult", "cache_info", "cache_clear", "sample",
-           "sensitivities_many"]
+           "sensitivities_many", "evaluate_many"]
