@@ -26,3 +26,25 @@ __all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "Unsupport
            "forward_sensitivities", "relative_error", "kappa_bar", "fisher_information", "output_sensitivities", "GaussianLikelihood", "NormalPrior",
            "LogPosterior", "smmala", "MCMCResult", "cache_info", "cache_clear", "sample",
            "sensitivities_many", "evaluate_many"]
+
+#: Subpackages and modules reachable as attributes after ``import pbsens`` (imported on first
+#: use, so that ``import pbsens`` itself loads no pandas, petab, dask, sympy or matplotlib).
+_LAZY = {"petab": "pbsens.petab", "problems": "pbsens.problems", "inference": "pbsens.inference",
+         "parallel": "pbsens.parallel", "batches": "pbsens.batches", "solvers": "pbsens.solvers",
+         "model": "pbsens.model", "kernels": "pbsens.kernels", "errors": "pbsens.errors",
+         "report": "pbsens.report", "plot": "pbsens.report.plot", "analysis": "pbsens.report.analysis",
+         "sensitivity": "pbsens.sensitivity", "simulation": "pbsens.simulation", "system": "pbsens.system"}
+
+
+def __getattr__(name):
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'pbsens' has no attribute {name!r}")
+    import importlib
+    module = importlib.import_module(target)
+    globals()[name] = module
+    return module
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
