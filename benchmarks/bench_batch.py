@@ -102,11 +102,11 @@ def _timed_item(context, theta):
     idle workers (chunking, warm-up); CPU / wall seconds inside the task is the share
     of a core the worker got (below 1 on a loaded machine).
     """
-    from pbsens import parallel
+    from pbsens import batches, parallel
     t, c = time.perf_counter(), time.process_time()
-    r = parallel._evaluate_item(context, theta)
+    r = batches._evaluate_item(context, theta)
     return r.llh, time.perf_counter() - t, time.process_time() - c, os.getpid(), \
-        parallel.worker_load_time("problem", context[0])
+        batches.worker_load_time("problem", context[0])
 
 
 def _spin_item(context, theta):
@@ -221,7 +221,7 @@ def main(argv=None):
     import warnings
     warnings.simplefilter("ignore")
     import pbsens.petab as pp
-    from pbsens import parallel
+    from pbsens import batches, parallel
     pr = pp.load(BOEHM)
     rng = np.random.default_rng(0)
     thetas = pr.x_nominal + 0.05 * rng.standard_normal((args.n, pr.dim))
@@ -234,13 +234,13 @@ def main(argv=None):
 
     modes, nw = {}, {}
     modes["serial"], nw["serial"] = (lambda: check(pr.evaluate_many(thetas, n_workers=1)), []), 0
-    recipe = (parallel.problem_recipe(pr), {})
+    recipe = (batches.problem_recipe(pr), {})
     for n in (1, 2):
         def run(n=n):
-            check(parallel.map_tasks(parallel._evaluate_item, recipe, thetas, n_workers=n, processes=True,
+            check(parallel.map_tasks(batches._evaluate_item, recipe, thetas, n_workers=n, processes=True,
                                      chunk_size=args.chunk_size))
         run()       # starts the pool and loads the problem in its workers
-        pids = [w.proc.pid for w in parallel._local_pool(n).workers]
+        pids = [w.proc.pid for w in parallel.executor._local_pool(n).workers]
         if args.pin:
             _pin(pids)
         modes[f"processes-{n}"] = (run, pids)
@@ -258,7 +258,7 @@ def main(argv=None):
     if args.halves:
         for n in (1, 2):
             def halves(n=n):
-                check(parallel.map_tasks(parallel._evaluate_item, recipe, thetas, n_workers=n, processes=True,
+                check(parallel.map_tasks(batches._evaluate_item, recipe, thetas, n_workers=n, processes=True,
                                          chunk_size=-(-args.n // n)))
             modes[f"halves-{n}"], nw[f"halves-{n}"] = (halves, modes[f"processes-{n}"][1]), n
     clients = {}

@@ -2,7 +2,7 @@
 
 The public names are re-exported here; see ``docs`` and the README.
 """
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401
 
 from .errors import ModelError, PbsensError, SolverError, UnsupportedModelError  # noqa: E402
 from .forward import forward_sensitivities  # noqa: E402
@@ -18,11 +18,33 @@ from .result import SensitivityResult  # noqa: E402
 from .sensitivities import sensitivities  # noqa: E402
 from .solvers import Trajectory, solve_states  # noqa: E402
 from .inference.chains import sample  # noqa: E402
-from .parallel import sensitivities_many  # noqa: E402
+from .batches import evaluate_many, sensitivities_many  # noqa: E402
 
 __all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "UnsupportedModelError",
            "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states",
            "sensitivities", "SensitivityResult", "to_sbml",
            "forward_sensitivities", "relative_error", "kappa_bar", "fisher_information", "output_sensitivities", "GaussianLikelihood", "NormalPrior",
            "LogPosterior", "smmala", "MCMCResult", "cache_info", "cache_clear", "sample",
-           "sensitivities_many"]
+           "sensitivities_many", "evaluate_many"]
+
+#: Subpackages and modules reachable as attributes after ``import pbsens`` (imported on first
+#: use, so that ``import pbsens`` itself loads no pandas, petab, dask, sympy or matplotlib).
+_LAZY = {"petab": "pbsens.petab", "problems": "pbsens.problems", "inference": "pbsens.inference",
+         "parallel": "pbsens.parallel", "batches": "pbsens.batches", "solvers": "pbsens.solvers",
+         "model": "pbsens.model", "kernels": "pbsens.kernels", "errors": "pbsens.errors",
+         "report": "pbsens.report", "plot": "pbsens.report.plot", "analysis": "pbsens.report.analysis",
+         "sensitivity": "pbsens.sensitivity", "simulation": "pbsens.simulation", "system": "pbsens.system"}
+
+
+def __getattr__(name):
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'pbsens' has no attribute {name!r}")
+    import importlib
+    module = importlib.import_module(target)
+    globals()[name] = module
+    return module
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from pbsens import parallel
+from pbsens.parallel import executor, tasks
 
 
 def _row_value(context, row):
@@ -46,7 +47,7 @@ def _closure_result(context, item):
 
 @pytest.mark.parametrize("n_items, n_workers", [(1, 1), (1, 2), (2, 2), (3, 2), (7, 3), (64, 2), (1000, 4)])
 def test_guided_chunks_cover_items_once_and_shrink(n_items, n_workers):
-    sizes = parallel._guided_sizes(n_items, n_workers)
+    sizes = executor._guided_sizes(n_items, n_workers)
     assert sum(sizes) == n_items and all(s >= 1 for s in sizes)
     floor = max(1, -(-n_items // (16 * n_workers)))
     assert all(a >= b for a, b in zip(sizes, sizes[1:]))        # non-increasing
@@ -60,22 +61,22 @@ def test_guided_chunks_cover_items_once_and_shrink(n_items, n_workers):
 @pytest.mark.parametrize("n_items, n_chunks, expected", [(64, 2, [32, 32]), (5, 2, [3, 2]), (1, 2, [1]),
                                                           (2, 3, [1, 1]), (10, 4, [3, 3, 2, 2])])
 def test_even_chunks(n_items, n_chunks, expected):
-    assert parallel._even_sizes(n_items, n_chunks) == expected
+    assert executor._even_sizes(n_items, n_chunks) == expected
 
 
 @pytest.mark.parametrize("n_items, n_workers, cpus", [(64, 2, 2), (64, 2, 1), (64, 2, 4), (5, 4, 4), (1000, 3, 8)])
 def test_local_chunks_even_when_workers_fill_the_cpus(n_items, n_workers, cpus):
-    sizes = parallel._local_sizes(n_items, n_workers, cpus)
+    sizes = executor._local_sizes(n_items, n_workers, cpus)
     if n_workers >= cpus:
-        assert sizes == parallel._even_sizes(n_items, n_workers)
+        assert sizes == executor._even_sizes(n_items, n_workers)
     else:
-        assert sizes == parallel._guided_sizes(n_items, n_workers)
+        assert sizes == executor._guided_sizes(n_items, n_workers)
         assert len(sizes) > n_workers
 
 
 def test_processes_one_chunk_per_worker_on_as_many_cpus(monkeypatch):
     # with the workers filling the CPUs, each worker runs one contiguous half of the batch
-    monkeypatch.setattr(parallel, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(executor, "_usable_cpus", lambda: 2)
     pids = parallel.map_tasks(_sleep_pid, None, [0.05] * 8, n_workers=2, processes=True)
     assert len(set(pids[:4])) == 1 and len(set(pids[4:])) == 1 and pids[0] != pids[4]
 
@@ -109,7 +110,7 @@ def test_processes_worker_killed_with_a_chunk_queued_behind():
 def test_processes_long_chunks_are_not_queued_behind_a_busy_worker():
     # chunks that take longer than PIPELINE_SECONDS go to whichever worker is free: the
     # worker that takes the long item (2) must not get item 3 queued behind it
-    assert parallel.PIPELINE_SECONDS < 0.7
+    assert executor.PIPELINE_SECONDS < 0.7
     pids = parallel.map_tasks(_sleep_pid, None, [0.7, 0.7, 2.5, 0.7, 0.7], n_workers=2, processes=True,
                               chunk_size=1)
     assert pids[3] == pids[4] != pids[2]
@@ -172,7 +173,7 @@ def _evaluation(k, with_gradient=True):
 @pytest.mark.parametrize("gradients", [(True, True, True), (True, False, True)])
 def test_chunk_results_pickle_compactly_and_come_back_equal(gradients):
     import pickle
-    chunk = parallel._Results([("ok", _evaluation(k, g)) for k, g in enumerate(gradients)])
+    chunk = tasks._Results([("ok", _evaluation(k, g)) for k, g in enumerate(gradients)])
     chunk.insert(1, ("err", "ValueError: bad", "Traceback ..."))
     back = pickle.loads(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL))
     assert len(back) == 4 and back[1] == ("err", "ValueError: bad", "Traceback ...")
@@ -187,7 +188,7 @@ def test_chunk_results_pickle_compactly_and_come_back_equal(gradients):
                 assert b is None
             else:
                 np.testing.assert_array_equal(b, a)
-    other = parallel._Results([("ok", {"a": np.ones(2)}), ("ok", {"a": np.zeros(2)})])
+    other = tasks._Results([("ok", {"a": np.ones(2)}), ("ok", {"a": np.zeros(2)})])
     again = pickle.loads(pickle.dumps(other))
     assert [x[0] for x in again] == ["ok", "ok"]
     assert [x[1]["a"].tolist() for x in again] == [[1.0, 1.0], [0.0, 0.0]]

@@ -21,7 +21,8 @@ distributed = pytest.importorskip("distributed")
 pytest.importorskip("petab.v1")
 
 import pbsens.petab as pbpetab  # noqa: E402
-from pbsens import dask_backend, parallel  # noqa: E402
+from pbsens import batches, parallel  # noqa: E402
+from pbsens.parallel import dask_backend  # noqa: E402
 from pbsens.errors import PbsensError  # noqa: E402
 
 BOEHM = Path(__file__).parent / "data" / "petab" / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
@@ -55,10 +56,10 @@ def test_resident_evaluate_many_equals_serial_in_input_order(boehm, threads_clus
     client = threads_cluster
     rng = np.random.default_rng(3)
     thetas = boehm.x_nominal + 0.03 * rng.standard_normal((9, boehm.dim))
-    res = parallel.evaluate_many(boehm, thetas, client=client, dispatch="resident", chunk_size=2)
+    res = batches.evaluate_many(boehm, thetas, client=client, dispatch="resident", chunk_size=2)
     actors = dict(dask_backend._RESIDENT[client.id][1])
     assert sorted(actors) == sorted(client.scheduler_info()["workers"])
-    auto = boehm.evaluate_many(thetas[::-1], client=client)      # default "auto": resident here
+    auto = batches.evaluate_many(boehm, thetas[::-1], client=client)      # default "auto": resident here
     assert dask_backend._RESIDENT[client.id][1] == actors          # the same actors, kept
     assert len(res) == 9 and len(auto) == 9
     for t, r, a in zip(thetas, res, auto[::-1]):

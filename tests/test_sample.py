@@ -22,7 +22,7 @@ az = pytest.importorskip("arviz")
 import pbsens  # noqa: E402
 import pbsens.errors  # noqa: E402
 import pbsens.petab as pbpetab  # noqa: E402
-from pbsens import parallel  # noqa: E402
+from pbsens import batches, parallel  # noqa: E402
 from pbsens.inference import chains  # noqa: E402
 from pbsens.errors import PbsensError  # noqa: E402
 
@@ -141,7 +141,7 @@ def test_chains_stuck_on_boehms_bound_warn(boehm):
 def test_evaluate_many_matches_one_by_one(boehm):
     rng = np.random.default_rng(5)
     thetas = boehm.x_nominal + 0.02 * rng.standard_normal((6, boehm.dim))
-    res = boehm.evaluate_many(thetas, n_workers=2)
+    res = batches.evaluate_many(boehm, thetas, n_workers=2)
     assert len(res) == 6
     for t, r in zip(thetas, res):
         ref = boehm.evaluate(t)
@@ -159,8 +159,8 @@ def test_evaluate_many_on_dask_equals_serial_in_input_order(boehm):
     thetas = boehm.x_nominal + 0.03 * rng.standard_normal((7, boehm.dim))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        res = parallel.evaluate_many(boehm, thetas, client=client, chunk_size=2)
-        default = parallel.evaluate_many(boehm, thetas[::-1], client=client)
+        res = batches.evaluate_many(boehm, thetas, client=client, chunk_size=2)
+        default = batches.evaluate_many(boehm, thetas[::-1], client=client)
         out = parallel.map_tasks(divmod, 7, [1, 0, 2, 3, 5], client=client, chunk_size=2)
     assert len(res) == 7 and len(default) == 7
     for t, r, d in zip(thetas, res, default[::-1]):
@@ -185,11 +185,11 @@ def test_map_reports_failed_items_and_keeps_the_others():
 
 def test_evaluate_many_bad_input(boehm):
     with pytest.raises(PbsensError, match="'thetas' must have shape"):
-        boehm.evaluate_many(np.zeros((3, boehm.dim + 1)))
+        batches.evaluate_many(boehm, np.zeros((3, boehm.dim + 1)))
     with pytest.raises(PbsensError, match="'n_workers'"):
-        boehm.evaluate_many(np.tile(boehm.x_nominal, (2, 1)), n_workers=0)
+        batches.evaluate_many(boehm, np.tile(boehm.x_nominal, (2, 1)), n_workers=0)
     with pytest.raises(PbsensError, match="'errors'"):
-        parallel.evaluate_many(boehm, np.tile(boehm.x_nominal, (2, 1)), errors="ignore")
+        batches.evaluate_many(boehm, np.tile(boehm.x_nominal, (2, 1)), errors="ignore")
 
 
 def test_sensitivities_many_matches_one_by_one():
@@ -256,11 +256,11 @@ def test_evaluate_many_failed_evaluation_raise_or_keep():
     thetas = np.array([[1.0, 2.0], [-1.0, 0.5], [3.0, 4.0]])
     with pytest.raises(parallel.BatchError, match=r"1 of 3 evaluations failed; first: item 1 \(theta = "
                                                   r"\[-1\. +0\.5\]\): SolverError") as exc:
-        parallel.evaluate_many(_Flaky(), thetas, n_workers=1)
+        batches.evaluate_many(_Flaky(), thetas, n_workers=1)
     res = exc.value.results
     assert res[0] == 3.0 and res[2] == 7.0 and isinstance(res[1], parallel.TaskFailure)
     with pytest.warns(RuntimeWarning, match="1 of 3 evaluations failed"):
-        kept = parallel.evaluate_many(_Flaky(), thetas, n_workers=1, errors="keep")
+        kept = batches.evaluate_many(_Flaky(), thetas, n_workers=1, errors="keep")
     assert kept[1].index == 1 and np.array_equal(kept[1].item, thetas[1])
 
 

@@ -65,7 +65,7 @@ def _chain_item(context, item):
     """Run one chain in a worker; returns a dict (``"result"`` or ``"error"`` + partial draws)."""
     problem, opts = context
     if isinstance(problem, tuple):
-        from ..parallel import worker_problem
+        from ..batches import worker_problem
         problem = worker_problem(problem)
     from .smmala import _run
     k = item["chain"]
@@ -378,7 +378,8 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     if n_workers is None and client is None:
         n_workers = max(1, min(chains, os.cpu_count() or 1))
     in_process = client is None and n_workers == 1
-    from ..parallel import TaskFailure, map_tasks, problem_recipe
+    from ..batches import problem_recipe
+    from ..parallel import TaskFailure, map_tasks
     target = problem if in_process else problem_recipe(problem)
     scratch = tempfile.mkdtemp(prefix="pbsens-chains-")
     opts = dict(method=method, draws=draws, burn_in=burn_in, metric_floor=metric_floor, box_metric=box_metric,

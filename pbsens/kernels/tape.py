@@ -1,4 +1,4 @@
-"""Generic interpreter of model tapes (:mod:`pbsens.model.tape_format`), compiled once per machine.
+"""Generic interpreter of model tapes (:mod:`pbsens.kernels.tape_format`), compiled once per machine.
 
 Each ``tape_*_into`` function has the signature of the corresponding generated model
 function (:mod:`pbsens.kernels.signatures`) and reads its own program from the model
@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ..model import tape_format as F
+from . import tape_format as F
 from .signatures import init_mat_sig, init_vec_sig, jacs_fn_sig, matrix_fn_sig, vector_fn_sig
 
 __all__ = ["tape_rhs_into", "tape_jac_x_into", "tape_jac_p_into", "tape_jacs_into", "tape_x0_into",

@@ -36,7 +36,7 @@ import sys
 import threading
 import warnings
 
-from .. import __version__
+from .._version import __version__
 from ..errors import ModelError, PbsensError
 from ..notices import notice
 from . import cache

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import UnsupportedModelError
 
 __all__ = ["Discontinuities", "load", "NONE"]

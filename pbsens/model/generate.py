@@ -9,7 +9,7 @@ from __future__ import annotations
 import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
-from .. import __version__
+from .._version import __version__
 from ..errors import ModelError
 from .spec import ModelSpec
 from .symbolic import SymbolicModel, derive

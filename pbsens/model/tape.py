@@ -18,10 +18,10 @@ import warnings
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import ModelError
 from . import cache
-from . import tape_format as F
+from ..kernels import tape_format as F
 from .cache import CacheWarning, cache_dir
 from .spec import ModelSpec
 

@@ -1,4 +1,4 @@
-"""Sympy -> model tape (:mod:`pbsens.model.tape_format`): the cold half of the tape backend.
+"""Sympy -> model tape (:mod:`pbsens.kernels.tape_format`): the cold half of the tape backend.
 
 The right-hand side and its sparse Jacobians come from the chain rule through the
 model's definitions (:func:`pbsens.model.chain.derive_chain`: no global CSE, no
@@ -19,7 +19,7 @@ import numpy as np
 import sympy as sp
 
 from ..errors import ModelError
-from . import tape_format as F
+from ..kernels import tape_format as F
 from .chain import derive_chain
 from .spec import ModelSpec
 

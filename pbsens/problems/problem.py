@@ -548,11 +548,6 @@ class Problem:
         """Log-prior (see :mod:`pbsens.problems.priors`); ``-inf`` outside the bounds."""
         return self.priors.logpdf(self._theta(theta))
 
-    def evaluate_many(self, thetas, client=None, n_workers=None, **options):
-        """:meth:`evaluate` for each row of ``thetas`` on workers: :func:`pbsens.parallel.evaluate_many`."""
-        from ..parallel import evaluate_many
-        return evaluate_many(self, thetas, client=client, n_workers=n_workers, **options)
-
     def log_posterior(self, **options):
         """A log-posterior for :func:`pbsens.smmala`: ``evaluate(theta) -> (logp, grad, metric)``.
 

@@ -18,7 +18,7 @@ Two ways to run chunks on a dask cluster:
   about 50 ms of CPU, as much as dask tasks.
 
 Both keep the problems and models that chunks build in the worker (the per-process,
-per-thread cache of :mod:`pbsens.parallel`).
+per-thread cache of :mod:`pbsens.batches`).
 
 What a resident batch costs, and why it is built as it is (measured on 2 shared cores,
 LocalCluster of 2 workers, empty chunks; ``benchmarks/bench_batch.py`` prints it):
@@ -47,8 +47,8 @@ import pickle
 import threading
 import time
 
-from .errors import PbsensError
-from .parallel import _run_chunk
+from ..errors import PbsensError
+from .tasks import run_chunk
 
 # dask's periodic work, idle, on 2 shared cores (LocalCluster, 2 single-threaded worker
 # processes): with dask's defaults 54 ms of CPU per second in the client process
@@ -160,7 +160,7 @@ def _dask_run(client, fn, context, chunks, poll=None):
     """
     import distributed
     ctx = client.scatter(context, broadcast=True, hash=False) if _worth_scattering(context) else context
-    futs = client.map(_run_chunk, [fn] * len(chunks), [ctx] * len(chunks), chunks, pure=False)
+    futs = client.map(run_chunk, [fn] * len(chunks), [ctx] * len(chunks), chunks, pure=False)
     if poll is not None:
         timeouts = (TimeoutError, getattr(distributed, "TimeoutError", TimeoutError))
         pending = list(futs)
@@ -240,7 +240,7 @@ class _Resident:
     def run(self, payload):
         t = time.perf_counter()
         fn, context, chunks = pickle.loads(payload)
-        out = [_run_chunk(fn, context, items) for items in chunks]
+        out = [run_chunk(fn, context, items) for items in chunks]
         return _dumps((os.getpid(), time.perf_counter() - t, out))
 
 

@@ -11,13 +11,10 @@ tiny evaluations are not dominated by scheduling), on
   ``LocalCluster`` with ``n_workers`` single-threaded worker processes for the
   call (:func:`local_cluster`). Chunks go as dask tasks or, for batches on
   single-threaded workers, as direct calls to one actor kept on each worker
-  (``dispatch``; :mod:`pbsens.dask_backend`).
+  (``dispatch``; :mod:`pbsens.parallel.dask_backend`).
 
-Workers do not receive compiled models: they receive a *recipe* (a PEtab YAML
-path, an SBtab folder, a :class:`~pbsens.ModelSpec`) and build the model from
-pbsens's on-disk cache of compiled models (no recompilation; see
-``benchmarks/bench_batch.py`` for a worker's first-call time against a fresh
-compile), keeping it for later tasks (per worker process and thread).
+What the tasks are is the caller's business (:mod:`pbsens.batches` sends recipes of
+problems and models to build in the workers); nothing here knows a pbsens type.
 
 A task that raises, or whose worker process dies (killed, ``os._exit``, a
 segmentation fault), becomes a :class:`TaskFailure` naming its item (e.g. the
@@ -31,165 +28,14 @@ import multiprocessing
 import os
 import threading
 import time
-import traceback
-import warnings
-from dataclasses import dataclass
 from multiprocessing.connection import wait as _mp_wait
 
 import numpy as np
 
-from .errors import PbsensError
+from ..errors import PbsensError
+from .tasks import TaskFailure, run_chunk
 
-__all__ = ["map_tasks", "TaskFailure", "BatchError", "evaluate_many", "sensitivities_many",
-           "problem_recipe", "model_recipe", "shutdown", "local_cluster"]
-
-
-@dataclass
-class TaskFailure:
-    """A task that raised or whose worker died; stands in its result's place.
-
-    Attributes
-    ----------
-    index : int
-        Position of the task's item in the input.
-    item : object
-        The item (parameter vector, chain specification with its seed, ...).
-    error : str
-        ``"ExceptionType: message"``, or how the worker process ended.
-    traceback : str
-        The worker-side traceback ('' when the worker died).
-    killed : bool
-        True when the worker process died (the task may not be at fault alone:
-        the other items of the same chunk are reported too).
-    """
-
-    index: int
-    item: object
-    error: str
-    traceback: str = ""
-    killed: bool = False
-
-    def __repr__(self):
-        return f"<TaskFailure #{self.index}{' (worker died)' if self.killed else ''}: {self.error}>"
-
-
-class BatchError(PbsensError):
-    """Some tasks of a batch failed; ``failures`` lists them, ``results`` holds every result
-    (a :class:`TaskFailure` in place of each failed one)."""
-
-    def __init__(self, message, failures, results):
-        super().__init__(message)
-        self.failures = failures
-        self.results = results
-
-
-# ------------------------------------------------------------------ worker side
-_WORKER_CACHE = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def _cached(kind, recipe, build):
-    """``build(recipe)`` once per worker process and thread (Problem objects are not thread-safe)."""
-    key = (kind, repr(recipe), threading.get_ident())
-    with _CACHE_LOCK:
-        hit = _WORKER_CACHE.get(key)
-    if hit is None:
-        t0 = time.perf_counter()
-        obj = build(recipe)
-        hit = (obj, time.perf_counter() - t0)
-        with _CACHE_LOCK:
-            _WORKER_CACHE[key] = hit
-    return hit[0]
-
-
-def worker_load_time(kind, recipe):
-    """Seconds this worker (process, thread) spent building ``recipe``, or None if not built."""
-    hit = _WORKER_CACHE.get((kind, repr(recipe), threading.get_ident()))
-    return None if hit is None else hit[1]
-
-
-def _build_problem(recipe):
-    kind, path = recipe[0], recipe[1]
-    if kind == "petab":
-        from .problems import load
-        return load(path, lint=False)      # from the problem cache when the files are unchanged
-    if kind == "sbtab":
-        from .problems import load
-        return load(path)                  # a folder: load_sbtab, through the problem cache
-    raise PbsensError(f"unknown problem recipe {recipe!r}")
-
-
-def _build_model(recipe):
-    if recipe[0] == "spec":
-        from .model.library import model_from_spec
-        return model_from_spec(recipe[1], recipe[2] if len(recipe) > 2 else None)   # the same backend
-    if recipe[0] == "random_linear":
-        from .model.library import random_linear_model
-        return random_linear_model(recipe[1], seed=recipe[2])
-    raise PbsensError(f"unknown model recipe {recipe!r}")
-
-
-def worker_problem(recipe):
-    """The :class:`~pbsens.problems.Problem` of ``recipe`` in this worker (built once)."""
-    return _cached("problem", recipe, _build_problem)
-
-
-def worker_model(recipe):
-    """The :class:`~pbsens.Model` of ``recipe`` in this worker (built once, from the disk cache)."""
-    return _cached("model", recipe, _build_model)
-
-
-class _Results(list):
-    """A chunk's ``[("ok", value) | ("err", message, traceback)]``, pickled compactly when every
-    value is an :class:`~pbsens.problems.EvaluationResult`: each attribute's arrays as one
-    stacked array (pickling 32 results attribute by attribute, five small arrays each,
-    cost 2 ms of CPU per chunk, sender and receiver together; stacked, 0.3 ms)."""
-
-    def __reduce__(self):
-        from .problems.problem import EvaluationResult
-        oks = [i for i, r in enumerate(self) if r[0] == "ok"]
-        vals = [self[i][1] for i in oks]
-        if not vals or any(type(v) is not EvaluationResult for v in vals):
-            return (_Results, (list(self),))
-        dicts = [object.__getattribute__(v, "__dict__") for v in vals]
-        names = list(dicts[0])
-        if any(list(d) != names for d in dicts):
-            return (_Results, (list(self),))
-        cols = []
-        for name in names:
-            col = [d[name] for d in dicts]
-            x0 = col[0]
-            if isinstance(x0, np.ndarray) and all(isinstance(x, np.ndarray) and x.shape == x0.shape
-                                                  and x.dtype == x0.dtype for x in col):
-                cols.append(np.stack(col))
-            else:
-                cols.append(col)
-        return (_unpack_results, (len(self), oks, names, cols, [(i, r) for i, r in enumerate(self) if r[0] != "ok"]))
-
-
-def _unpack_results(n, oks, names, cols, others):
-    from .problems.problem import EvaluationResult
-    out = [None] * n
-    for k, i in enumerate(oks):
-        r = EvaluationResult.__new__(EvaluationResult)
-        r.__dict__.update(zip(names, (c[k] for c in cols)))
-        out[i] = ("ok", r)
-    for i, r in others:
-        out[i] = r
-    return _Results(out)
-
-
-def _run_chunk(fn, context, items):
-    """Run ``fn(context, item)`` per item; ``[("ok", value) | ("err", message, traceback)]``."""
-    out = _Results()
-    for it in items:
-        try:
-            out.append(("ok", fn(context, it)))
-        except BaseException as exc:  # noqa: BLE001 - reported to the caller with the item (sys.exit too)
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            out.append(("err", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-    return out
+__all__ = ["map_tasks", "shutdown", "local_cluster"]
 
 
 def _worker_main(conn):
@@ -207,7 +53,7 @@ def _worker_main(conn):
         if msg is None:
             return
         tag, fn, context, items = msg
-        conn.send((tag, _run_chunk(fn, context, items)))
+        conn.send((tag, run_chunk(fn, context, items)))
 
 
 # ------------------------------------------------------------------ local process pool
@@ -346,7 +192,7 @@ atexit.register(shutdown)
 
 def local_cluster(n_workers=2, *, quiet=True, **kwargs):
     """A dask ``LocalCluster`` of single-threaded worker processes with dask's periodic
-    work turned down (:func:`pbsens.dask_backend.local_cluster`)."""
+    work turned down (:func:`pbsens.parallel.dask_backend.local_cluster`)."""
     from .dask_backend import local_cluster as make
     return make(n_workers, quiet=quiet, **kwargs)
 
@@ -506,7 +352,7 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
         finally:
             close()
     elif n == 1 and not processes:
-        raw = [_run_chunk(fn, context, ch) for ch in chunks]
+        raw = [run_chunk(fn, context, ch) for ch in chunks]
     else:
         pool = _local_pool(n)
         try:
@@ -526,156 +372,3 @@ def map_tasks(fn, context, items, *, client=None, n_workers=None, chunk_size=Non
         for k, (it, r) in enumerate(zip(ch, res)):
             out.append(r[1] if r[0] == "ok" else TaskFailure(s + k, it, r[1], r[2]))
     return out
-
-
-def _finish(results, errors, what):
-    failures = [r for r in results if isinstance(r, TaskFailure)]
-    if failures:
-        first = failures[0]
-        msg = (f"{len(failures)} of {len(results)} {what} failed; first: item {first.index} "
-               f"({_short(first.item)}): {first.error}")
-        if errors == "raise":
-            raise BatchError(msg, failures, results)
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
-    return results
-
-
-def _short(item):
-    if isinstance(item, np.ndarray):
-        return "theta = " + np.array2string(item, precision=4, max_line_width=200)
-    return repr(item)[:200]
-
-
-def _rows(values, name, dim):
-    """``values`` as an ``(n, dim)`` float array, one task a row."""
-    try:
-        a = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise PbsensError(f"{name!r} must be an (n, {dim}) array of numbers") from None
-    if a.ndim != 2 or a.shape[1] != dim:
-        raise PbsensError(f"{name!r} must have shape (n, {dim}), got {a.shape}")
-    return a
-
-
-def _map_here(fn, rows, errors, what):
-    """``fn(row)`` for each row in this process; a failure becomes a :class:`TaskFailure`
-    (then handled by ``errors``, as for the results of :func:`map_tasks`)."""
-    out = []
-    for i, row in enumerate(rows):
-        try:
-            out.append(fn(row))
-        except PbsensError as exc:
-            out.append(TaskFailure(i, row, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-    return _finish(out, errors, what)
-
-
-def _check_errors(errors):
-    if errors not in ("raise", "keep"):
-        raise PbsensError(f"'errors' must be 'raise' or 'keep', got {errors!r}")
-
-
-# ------------------------------------------------------------------ problem batches
-def problem_recipe(problem):
-    """How a worker rebuilds ``problem``: ``("petab", yaml)`` or ``("sbtab", folder)``."""
-    src = getattr(problem, "source", None)
-    if isinstance(src, tuple) and len(src) == 2:
-        return src
-    files = getattr(problem, "files", None) or {}
-    if files.get("yaml"):
-        return ("petab", os.path.abspath(files["yaml"]))
-    raise PbsensError("'problem' was not read from a file (no PEtab YAML or SBtab folder), so worker "
-                      "processes cannot rebuild it: load it with pbsens.petab.load(yaml)")
-
-
-def _evaluate_item(context, theta):
-    recipe, options = context
-    res = worker_problem(recipe).evaluate(theta, **options)
-    res.simulations = None   # the table stays in the worker; llh, gradient and FIM travel
-    return res
-
-
-def evaluate_many(problem, thetas, *, client=None, n_workers=None, chunk_size=None, errors="raise",
-                  dispatch="auto", **options):
-    """:meth:`Problem.evaluate <pbsens.problems.Problem.evaluate>` for each row of ``thetas``.
-
-    Parameters
-    ----------
-    problem : Problem
-        Read from a file (workers reload it from there, compiled model from the cache).
-    thetas : array_like (n, d)
-        Parameter vectors on the parameter scale.
-    client, n_workers, chunk_size
-        See :func:`map_tasks`.
-    dispatch : {"auto", "tasks", "resident"}
-        How chunks reach dask workers, see :func:`map_tasks` (``"auto"``: resident
-        actors on single-threaded workers, where a batch costs a few ms of dask
-        instead of tens).
-    errors : {"raise", "keep"}
-        ``"raise"``: a failed evaluation raises :class:`BatchError` (``.results`` keeps
-        the others); ``"keep"``: a :class:`TaskFailure` (with its ``theta``) takes its
-        place and a warning names it.
-    **options
-        Passed to ``evaluate`` (``method``, ``sensitivities``, solver options).
-
-    Returns
-    -------
-    list of EvaluationResult
-        In input order; ``simulations`` is ``None`` (call ``evaluate`` for the table).
-    """
-    _check_errors(errors)
-    th = _rows(thetas, "thetas", problem.dim)
-    if not np.all(np.isfinite(th)):
-        raise PbsensError(f"'thetas' contains NaN or inf in rows "
-                          f"{np.flatnonzero(~np.all(np.isfinite(th), axis=1)).tolist()[:10]}")
-    if client is None and n_workers == 1:   # in this process: no reload needed
-        return _map_here(lambda t: problem.evaluate(t, **options), th, errors, "evaluations")
-    res = map_tasks(_evaluate_item, (problem_recipe(problem), options), th, client=client,
-                    n_workers=n_workers, chunk_size=chunk_size, dispatch=dispatch)
-    return _finish(res, errors, "evaluations")
-
-
-# ------------------------------------------------------------------ sensitivity batches
-def model_recipe(model):
-    """How a worker rebuilds ``model`` from the compiled-model cache."""
-    spec = getattr(model, "spec", None)
-    if spec is not None:
-        backend = getattr(model, "backend", None)
-        return ("spec", spec, backend) if backend in ("numba", "tape") else ("spec", spec)
-    meta = getattr(model, "meta", {}) or {}
-    name = getattr(model, "name", "")
-    if name.startswith("RandomLinear") and "seed" in meta:
-        return ("random_linear", model.n_states, meta["seed"])
-    raise PbsensError(f"'model' {name!r} has no ModelSpec, so worker processes cannot rebuild it")
-
-
-def _sensitivities_item(context, p):
-    recipe, kwargs = context
-    from .sensitivities import sensitivities
-    return sensitivities(worker_model(recipe), p=p, **kwargs)
-
-
-def sensitivities_many(model, ps, *, client=None, n_workers=None, chunk_size=None, errors="raise",
-                       dispatch="auto", **kwargs):
-    """:func:`pbsens.sensitivities` for each row of ``ps`` (parameter vectors), in input order.
-
-    ``kwargs`` are :func:`~pbsens.sensitivities`'s (``t_span`` is required,
-    ``t_eval``, ``method``, ``x0``, tolerances...). ``client``, ``n_workers``,
-    ``chunk_size``, ``errors`` and ``dispatch`` as in :func:`evaluate_many`.
-
-    Returns
-    -------
-    list of SensitivityResult
-    """
-    _check_errors(errors)
-    if "trajectory" in kwargs:
-        raise PbsensError("'trajectory' cannot be given to sensitivities_many (each p needs its own solve); "
-                          "give t_span")
-    if kwargs.get("t_span") is None:
-        raise PbsensError("'t_span' is required by sensitivities_many")
-    P = _rows(ps, "ps", model.n_params)
-    if client is None and n_workers == 1:
-        from .sensitivities import sensitivities
-        return _map_here(lambda p: sensitivities(model, p=p, **kwargs), P, errors, "sensitivity solves")
-    res = map_tasks(_sensitivities_item, (model_recipe(model), kwargs), P, client=client,
-                    n_workers=n_workers, chunk_size=chunk_size, dispatch=dispatch)
-    return _finish(res, errors, "sensitivity solves")
