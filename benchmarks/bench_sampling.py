@@ -167,7 +167,7 @@ def step_cost(problem_path, methods, n, blocks=5):
     import time
 
     import pbsens.petab as pp
-    from pbsens.inference.chains import support
+    from pbsens.problems.priors import support
     from pbsens.inference.smmala import smmala
     from pbsens.inference.transform import UnboundedPosterior
     pr = pp.load(problem_path)

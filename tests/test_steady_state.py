@@ -153,14 +153,15 @@ def test_newton_rejects_an_unstable_steady_state():
 def test_approach_uses_the_solver_asked_for(prod_deg, monkeypatch):
     """The approach is integrated by the solver the caller names (default the compiled Rodas5P, not
     LSODA), and ``info`` says which and how many evaluations it took."""
+    import pbsens.solvers
     seen = []
-    real = pbsens.solve_states
+    real = pbsens.solvers.solve_states
 
     def spy(*args, **kwargs):
         seen.append(kwargs["method"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pbsens, "solve_states", spy)
+    monkeypatch.setattr(pbsens.solvers, "solve_states", spy)
     xe, _ = _prod_deg_exact(prod_deg.p)
     for solver, expected in ((None, "rodas5p"), ("BDF", "BDF"), ("LSODA", "LSODA")):
         seen.clear()

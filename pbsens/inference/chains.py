@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import ConvergenceWarning, PbsensError
 from .smmala import ESS_PER_CHAIN, RHAT_MAX, _chains, _list  # noqa: F401 - the thresholds, re-exported
 from .transform import UnboundedPosterior, to_parameter_scale
+from ..problems.priors import support
 
 __all__ = ["sample", "check_convergence"]
 
@@ -126,24 +127,6 @@ def _chain_item(context, item):
     if prog:
         _write(prog, f"{n_total} {n_total}")
     return {"chain": k, "result": res, "wall": time.perf_counter() - t0}
-
-
-def support(priors):
-    """``(lower, upper)`` on the parameter scale: the bounds, narrowed by a uniform prior's interval."""
-    from ..problems.priors import scale
-    lo, hi = np.array(priors.lower, float), np.array(priors.upper, float)
-    for i, (t, pp) in enumerate(zip(priors.types, priors.params)):
-        if t == "parameterScaleUniform":
-            a, b = pp
-        elif t == "uniform":
-            with np.errstate(all="ignore"):
-                a, b = (float(v) for v in scale(np.array(pp), np.full(2, priors.scales[i])))
-            if not np.isfinite(a):
-                a = -np.inf
-        else:
-            continue
-        lo[i], hi[i] = max(lo[i], a), min(hi[i], b)
-    return lo, hi
 
 
 def dispersed_starts(problem, chains, rng, *, method="exp2", scale=2.0, ridge=0.1, center=None,

@@ -174,3 +174,20 @@ class Priors:
     def __repr__(self):
         n = sum(t is not None for t in self.types)
         return f"<Priors: {self.dim} parameters, {n} with a prior>"
+
+
+def support(priors):
+    """``(lower, upper)`` on the parameter scale: the bounds, narrowed by a uniform prior's interval."""
+    lo, hi = np.array(priors.lower, float), np.array(priors.upper, float)
+    for i, (t, pp) in enumerate(zip(priors.types, priors.params)):
+        if t == "parameterScaleUniform":
+            a, b = pp
+        elif t == "uniform":
+            with np.errstate(all="ignore"):
+                a, b = (float(v) for v in scale(np.array(pp), np.full(2, priors.scales[i])))
+            if not np.isfinite(a):
+                a = -np.inf
+        else:
+            continue
+        lo[i], hi[i] = max(lo[i], a), min(hi[i], b)
+    return lo, hi

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import PbsensError, SolverError
 from . import noise
-from .priors import Priors, dunscale, unscale
+from .priors import Priors, dunscale, support, unscale
 
 __all__ = ["Problem", "EvaluationResult"]
 
@@ -86,8 +86,8 @@ class _LazyTable:
         return self.problem._simulation_table(self.y)
 
 
-#: Default solver options of :meth:`Problem.evaluate` for the post-hoc methods (and for every method
-#: without sensitivities): the compiled Rodas5P state solver. Chosen from benchmarks/bench_petab.py
+#: Default solver options of :meth:`Problem.evaluate`, for every method: the compiled Rodas5P state
+#: solver (for ``method="fs"`` its augmented solve of states and sensitivities). Chosen from benchmarks/bench_petab.py
 #: (docs/PERFORMANCE.md): on Boehm, Fujita and Brannmark the llh is within 1e-4 of the reference values,
 #: 3-6x faster than LSODA.
 _DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
@@ -96,9 +96,8 @@ _DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
 #: own grid (substeps=1): a gradient error floor of 1e-3 (Boehm) and 3e-4 (Fujita) at rtol 1e-8; with
 #: the correction 4.9e-7 and 4.2e-6 for 40 % more time, and Pareto-better at every rtol from 1e-3 to
 #: 1e-9 (benchmarks/work_precision_petab.py, docs/PERFORMANCE.md).
-#: Default of ``method="fs"``: the compiled augmented Rodas5P solve (gradient error <= 1e-7 on the
+#: For ``method="fs"`` the same: the compiled augmented Rodas5P solve (gradient error <= 1e-7 on the
 #: three problems; BDF took 10-20x longer).
-_FS_DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
 #: Options only scipy's solvers take: given without a ``solver``, they select scipy's (LSODA; BDF for fs).
 _SCIPY_ONLY_OPTIONS = ("max_nfev",)
 
@@ -106,7 +105,7 @@ _SCIPY_ONLY_OPTIONS = ("max_nfev",)
 def _options(method, sensitivities, solver_options):
     """The solver options of one evaluation: the defaults above, updated by the caller's."""
     fs = method == "fs"
-    opts = dict(_FS_DEFAULTS if fs and sensitivities else _DEFAULTS)
+    opts = dict(_DEFAULTS)
     if "solver" not in solver_options and any(k in solver_options for k in _SCIPY_ONLY_OPTIONS):
         opts["solver"] = "BDF" if fs and sensitivities else "LSODA"
     opts.update(solver_options)
@@ -124,37 +123,29 @@ def _bound_outputs(model):
 
 def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None, key=None):
     """States (K, nx) and sensitivities (K, nx, np) at ``times`` (plus the steady state
-    when ``has_inf``), from ``pbsens.problems.simulate`` when present.
+    when ``has_inf``), by :func:`pbsens.problems.simulate.simulate`.
 
     ``checked``: a set of option signatures ``key`` (hashable: method, sensitivities and
     the options) that :func:`simulate` has accepted before on this model; for those,
     its argument checks are skipped (``run_checked``).
     """
-    try:
-        from .simulate import run_checked, simulate, split_options
-    except ImportError:
-        simulate = None
+    from .simulate import run_checked, simulate, split_options
     t_eval = np.concatenate([times, [np.inf]]) if has_inf else times
-    if simulate is not None:
-        opts = dict(opts)
-        opts.setdefault("steady_state_options", _ss_options(opts))
-        if checked is None or key is None:
-            key = None
-        elif key in checked and np.all(np.isfinite(p)) and np.all(np.isfinite(x0)):
-            rest = dict(opts)
-            solver, rtol, atol = rest.pop("solver", None), rest.pop("rtol", 1e-8), rest.pop("atol", 1e-10)
-            ss = rest.pop("steady_state_options")
-            r = run_checked(model, t_eval, p, np.array(x0, dtype=np.float64), S0, 0.0, method, sens, solver,
-                            rtol, atol, ss, *split_options(rest))
-            return r.x, r.S
-        r = simulate(model, t_eval, p, x0=x0, S0=S0, t0=0.0, method=method, sensitivities=sens, **opts)
-        if key is not None:
-            checked.add(key)
-        return np.asarray(r.x), (None if r.S is None else np.asarray(r.S))
-    if has_inf:
-        raise PbsensError("measurements at t = inf need pbsens.problems.simulate (steady states), which "
-                          "this build lacks")
-    return _simulate_basic(model, times, p, x0, S0, method, sens, opts)
+    opts = dict(opts)
+    opts.setdefault("steady_state_options", _ss_options(opts))
+    if checked is None or key is None:
+        key = None
+    elif key in checked and np.all(np.isfinite(p)) and np.all(np.isfinite(x0)):
+        rest = dict(opts)
+        solver, rtol, atol = rest.pop("solver", None), rest.pop("rtol", 1e-8), rest.pop("atol", 1e-10)
+        ss = rest.pop("steady_state_options")
+        r = run_checked(model, t_eval, p, np.array(x0, dtype=np.float64), S0, 0.0, method, sens, solver,
+                        rtol, atol, ss, *split_options(rest))
+        return r.x, r.S
+    r = simulate(model, t_eval, p, x0=x0, S0=S0, t0=0.0, method=method, sensitivities=sens, **opts)
+    if key is not None:
+        checked.add(key)
+    return np.asarray(r.x), (None if r.S is None else np.asarray(r.S))
 
 
 def _signature(method, sens, opts):
@@ -167,36 +158,6 @@ def _signature(method, sens, opts):
     return key
 
 
-def _simulate_basic(model, times, p, x0, S0, method, sens, opts):
-    from ..forward import forward_sensitivities
-    from ..sensitivities import sensitivities
-    from ..solve import solve_states
-    K, nx = times.size, model.n_states
-    x = np.empty((K, nx))
-    S = np.empty((K, nx, model.n_params)) if sens else None
-    pos = times > 0
-    x[~pos] = x0
-    if sens:
-        S[~pos] = S0
-    if not np.any(pos):
-        return x, S
-    te = times[pos]
-    span = (0.0, float(te[-1]))
-    opts = dict(opts)
-    solver = opts.pop("solver")
-    if method == "fs" and sens:
-        r = forward_sensitivities(model, span, t_eval=te, p=p, x0=x0, S0=S0, method=solver, **opts)
-        x[pos], S[pos] = r.x, r.S
-    elif sens:
-        r = sensitivities(model, t_span=span, t_eval=te, p=p, x0=x0, S0=S0, method=method, solver=solver,
-                          **opts)
-        x[pos], S[pos] = r.x, r.S
-    else:
-        tr = solve_states(model, span, t_eval=te, p=p, x0=x0, method=solver, **opts)
-        x[pos] = tr.x[tr.eval_index]
-    return x, S
-
-
 def _ss_options(opts):
     """Steady-state options from the evaluation's: its tolerances, and its state solver for the approach."""
     ss = {k: opts[k] for k in ("rtol", "atol") if k in opts}
@@ -206,11 +167,7 @@ def _ss_options(opts):
 
 
 def _steady_state(model, p, x0, S0, sens, opts):
-    try:
-        from .steady_state import steady_state
-    except ImportError:
-        raise PbsensError("preequilibration needs pbsens.problems.steady_state, which this build lacks") \
-            from None
+    from .steady_state import steady_state
     ss = _ss_options(opts)
     ss.update(opts.get("steady_state_options") or {})
     x, S = steady_state(model, p, x0, S0, sensitivities=sens, **ss)
@@ -240,9 +197,10 @@ class Problem:
     """
 
     def __init__(self, petab_problem, files, model, info, estimated, plans, rows, *, model_id=None,
-                 cache_key=None):
+                 cache_key=None, reread=None):
         self._petab_problem = petab_problem
         self._cache_key = cache_key       # set when built from the problem cache (petab_problem read lazily)
+        self._reread = reread             # () -> petab.v1.Problem, from whoever built it without one
         self.model_id = model_id if model_id is not None else petab_problem.model.model_id
         self.files = files
         self._estimated = estimated
@@ -280,19 +238,13 @@ class Problem:
     @property
     def petab_problem(self):
         """The ``petab.v1.Problem`` (read from the files on first use when this problem came
-        from the problem cache; :class:`PbsensError` if the files changed since)."""
+        from the problem cache, by the ``reread`` callable it was built with; :class:`PbsensError`
+        if the files changed since)."""
         if self._petab_problem is None:
-            from .problem_cache import problem_key
-            where = self.files.get("yaml") or self.files["sbtab"]
-            if problem_key(where) != self._cache_key:
-                raise PbsensError(f"the files of the estimation problem {where!r} changed after it was "
-                                  "loaded; load it again (pbsens.petab.load)")
-            if "yaml" in self.files:
-                from .petab import read_problem
-                self._petab_problem, _ = read_problem(where)
-            else:
-                from .sbtab_problem import sbtab_to_petab
-                self._petab_problem, _ = sbtab_to_petab(where)
+            if self._reread is None:
+                raise PbsensError(f"the estimation problem {self.model_id!r} holds no PEtab tables and no "
+                                  "way to read them; load it with pbsens.petab.load")
+            self._petab_problem = self._reread()
         return self._petab_problem
 
     @petab_problem.setter
@@ -629,7 +581,6 @@ class _ProblemPosterior:
     @property
     def support(self):
         """``(lower, upper)`` outside which ``logp`` is ``-inf``: :func:`pbsens.smmala` samples inside it."""
-        from ..inference.chains import support
         return support(self.problem.priors)
 
     def evaluate(self, theta):

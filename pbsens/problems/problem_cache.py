@@ -340,11 +340,28 @@ def lookup(yaml_path, *, lint=True, key=None):
                                    rows["placeholders"]))
     for category, message in entry["warnings"]:
         warnings.warn(message, _category(category), stacklevel=3)
+    where = files.get("yaml") or files["sbtab"]
     problem = Problem(None, files, model, entry["info"], entry["estimated"], entry["plans"], rows,
-                      model_id=entry["model_id"], cache_key=key)
+                      model_id=entry["model_id"], cache_key=key,
+                      reread=functools.partial(reread_tables, where, "yaml" in files, key))
     for k, v in entry["extra"].items():     # an SBtab problem's source and sbtab_info
         setattr(problem, k, v)
     return problem
+
+
+def reread_tables(where, is_yaml, key):
+    """The ``petab.v1.Problem`` of the files at ``where`` (a PEtab YAML, or an SBtab folder when
+    not ``is_yaml``), read now for a problem built from this cache under ``key``;
+    :class:`PbsensError` if the files changed since."""
+    from ..errors import PbsensError
+    if problem_key(where) != key:
+        raise PbsensError(f"the files of the estimation problem {where!r} changed after it was "
+                          "loaded; load it again (pbsens.petab.load)")
+    if is_yaml:
+        from .petab import read_problem
+        return read_problem(where)[0]
+    from .sbtab_problem import sbtab_to_petab
+    return sbtab_to_petab(where)[0]
 
 
 def _category(name):

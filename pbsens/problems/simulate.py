@@ -185,7 +185,9 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
              checked=False, carried=None):
     """Integrate ``[a, b]``; return (x at outs (n, nx), S at outs or None, x(b), S(b)), and with
     ``carried`` (the estimated error of ``S`` at ``a``, signed) the estimated error of S at outs and at b."""
-    from .. import forward_sensitivities, sensitivities, solve_states
+    from ..forward import forward_sensitivities
+    from ..sensitivities import sensitivities
+    from ..solvers import solve_states
     times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
     if checked and solver == "rodas5p" and not (method == "fs" and sens):
         solve_states = _solve_rodas5p   # noqa: F811  (arguments checked by an earlier simulate call)
@@ -290,7 +292,6 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     t0 = check_time(t0, "t0")
     te = _check_t_eval(t_eval, t0)
     p = model.check_p(p)
-    nx, np_ = model.n_states, model.n_params
     x = model.initial_state(p) if x0 is None else model.check_x(x0, "x0").copy()
     sens = bool(sensitivities)
     S = None

@@ -149,7 +149,7 @@ def _advice(rtol, atol, max_nfev):
 
 def _simulate_to_steady_state(model, t, x, p, rtol, atol, solver, max_time, sim_rtol, sim_atol, max_nfev):
     """Integrate over horizons 1, 10, 100, ... until converged; return (x, t reached, wrms, evaluations)."""
-    from .. import solve_states
+    from ..solvers import solve_states
     f = model.rhs(t, x, p)
     err = _wrms(f, x, rtol, atol)
     horizon, elapsed, used = 1.0, 0.0, 0
