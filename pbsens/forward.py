@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numbers
 import time
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
@@ -375,6 +376,131 @@ def _check_jacobian(jacobian, method):
     return jacobian
 
 
+def _check_method_and_rtol(method, rtol):
+    """``rtol`` as a float, once ``method`` is known (see :func:`forward_sensitivities`)."""
+    if not isinstance(method, str) or method not in _METHODS:
+        raise PbsensError(f"'method' must be one of {list(_METHODS)}, got {method!r}")
+    if (isinstance(rtol, bool) or not isinstance(rtol, (numbers.Real, np.floating))
+            or not np.isfinite(rtol) or rtol <= 0):
+        raise PbsensError(f"'rtol' must be a positive finite number, got {rtol!r}")
+    return float(rtol)
+
+
+def _check_S0(S0, model, p, idx):
+    """The initial sensitivity ``(nx, ns)``, C-contiguous: ``S0`` checked, or the model's for ``p``."""
+    nx, ns = model.n_states, idx.size
+    if S0 is None:
+        S0 = model.initial_sensitivity(p)[:, idx]
+    else:
+        try:
+            S0 = np.array(S0, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise PbsensError(f"'S0' must be an array of numbers, got {S0!r}") from None
+        if S0.shape != (nx, ns):
+            raise PbsensError(f"'S0' has shape {S0.shape}, expected ({nx}, {ns}) "
+                              f"(states x sensitivity parameters)")
+        if not np.all(np.isfinite(S0)):
+            raise PbsensError("'S0' contains NaN or inf")
+    return np.ascontiguousarray(S0)
+
+
+def _check_fs_solver_options(method, solver_options):
+    """Refuse the options forward_sensitivities sets itself; scipy's methods check the rest here."""
+    for key in ("fun", "jac", "t_eval", "dense_output", "args", "y0", "t_span"):
+        if key in solver_options:
+            raise PbsensError(f"solver option {key!r} is set by forward_sensitivities and cannot be passed")
+    if method != _RODAS:   # the compiled path checks its own options (first_step, max_step, max_steps, tstops)
+        check_solver_options(method, {k: v for k, v in solver_options.items() if k not in ("jac_sparsity", "max_nfev")})
+
+
+def _augmented_start(x0, S0):
+    """``z0 = (x0, S0[:, 0], S0[:, 1], ...)``, the start of the augmented system."""
+    nx, ns = S0.shape
+    z0 = np.empty(nx * (ns + 1))
+    z0[:nx] = x0
+    z0[nx:] = S0.T.ravel()  # column j of S at z[nx (j+1) : nx (j+2)]
+    return z0
+
+
+def _check_rhs_at_t0(model, method, t0, x0, z0, p, idx):
+    """:class:`SolverError` unless the right-hand side is finite at ``t0``; for scipy's methods
+    this first call also compiles (or loads) the per-model closures before the timed solve."""
+    if method == _RODAS:
+        f_t0 = np.empty(model.n_states)   # the compiled solve needs no per-model closures (kernels cached on disk)
+        model.fns.rhs_into(t0, x0, p, model.constants, f_t0)
+    else:
+        fs_rhs, _ = _bound_functions(model)
+        f_t0 = fs_rhs(t0, z0, p, model.constants, idx)  # also compiles/loads everything before the timed solve
+    if not np.all(np.isfinite(f_t0)):
+        raise SolverError(f"the right-hand side of model {model.name!r} is NaN or inf at t0 = {t0:.6g} "
+                          "(check p and x0)")
+
+
+class _Setup(NamedTuple):
+    """A checked call of :func:`forward_sensitivities`, ready for the solve."""
+
+    t_span: tuple          # (t0, t1)
+    t_eval: np.ndarray | None
+    p: np.ndarray
+    x0: np.ndarray
+    S0: np.ndarray         # (nx, ns)
+    idx: np.ndarray        # indices of the sensitivity parameters
+    names: list            # their names
+    rtol: float
+    atol: np.ndarray       # (nx (ns + 1),)
+    jacobian: str          # the resolved form
+    z0: np.ndarray         # the augmented start
+
+
+def _setup(model, t_span, t_eval, p, x0, S0, method, rtol, atol, params, jacobian, solver_options):
+    """Everything :func:`forward_sensitivities` does before the solve: the arguments checked
+    in the order its errors are documented, and the right-hand side checked at ``t0``."""
+    check_model(model)
+    t0, t1 = check_t_span(t_span)
+    te = check_t_eval(t_eval, (t0, t1))
+    p = model.check_p(p)
+    x0 = model.initial_state(p) if x0 is None else model.check_x(x0, "x0")
+    idx, names = select_params(model, params)
+    rtol_v = _check_method_and_rtol(method, rtol)
+    pabs = np.abs(p[idx])
+    atol_v = _check_tol(atol, "atol", model.n_states, np.where(pabs > 0, pabs, 1.0))
+    S0 = _check_S0(S0, model, p, idx)
+    _check_fs_solver_options(method, solver_options)
+    jacobian = _check_jacobian(jacobian, method)
+    z0 = _augmented_start(x0, S0)
+    _check_rhs_at_t0(model, method, t0, x0, z0, p, idx)
+    return _Setup((t0, t1), te, p, x0, S0, idx, names, rtol_v, atol_v, jacobian, z0)
+
+
+def _solve(model, method, run, solver_options):
+    """``(t, Z, stats)`` of the augmented system from the entry of :data:`_AUGMENTED_SOLVERS` for ``method``."""
+    return _AUGMENTED_SOLVERS[method](model, run.p, run.idx, run.t_span, run.z0, run.t_eval, run.rtol, run.atol,
+                                      method, run.jacobian, dict(solver_options))
+
+
+def _options(method, rtol, atol, params, solver_options, run, stats):
+    """``SensitivityResult.options``: the call's method, tolerances and options as given, and the solver's statistics."""
+    return {"solver": method, "rtol": rtol, "atol": atol, "t_span": run.t_span,
+            "params": None if params is None else list(run.names), "jacobian": run.jacobian,
+            "solver_options": dict(solver_options), "stats": stats}
+
+
+def _result(model, method, run, t, Z, options, timings):
+    """The :class:`SensitivityResult` of the solution ``Z`` at ``t`` (:class:`SolverError` on NaN/inf)."""
+    if not np.all(np.isfinite(Z)):
+        k = int(np.argmax(~np.all(np.isfinite(Z), axis=1)))
+        raise SolverError(f"forward sensitivities of model {model.name!r} produced NaN/inf "
+                          f"at t = {t[k]:.6g} (method {method})")
+    nx, ns = model.n_states, run.idx.size
+    K = t.size
+    x = np.ascontiguousarray(Z[:, :nx])
+    S = np.ascontiguousarray(Z[:, nx:].reshape(K, ns, nx).transpose(0, 2, 1))
+    return SensitivityResult(
+        t=np.ascontiguousarray(t, dtype=np.float64), x=x, S=S, method="fs", p=run.p, x0=run.x0, S0=run.S0,
+        model_name=model.name, state_names=list(model.state_names), param_names=list(run.names),
+        options=options, timings=timings)
+
+
 @limit_blas_threads
 def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, method="BDF",
                           rtol=1e-8, atol=1e-10, params=None, jacobian=None, **solver_options):
@@ -516,74 +642,9 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
     83 ms (rtol 1e-5), 16 vs 154 ms (1e-8); CaMKII 39 vs 253 ms, 150 vs 518 ms.
     """
     t_start = time.perf_counter()
-    check_model(model)
-    t0, t1 = check_t_span(t_span)
-    te = check_t_eval(t_eval, (t0, t1))
-    p = model.check_p(p)
-    x0 = model.initial_state(p) if x0 is None else model.check_x(x0, "x0")
-    idx, names = select_params(model, params)
-    nx, ns = model.n_states, idx.size
-    n_aug = nx * (ns + 1)
-    if not isinstance(method, str) or method not in _METHODS:
-        raise PbsensError(f"'method' must be one of {list(_METHODS)}, got {method!r}")
-    if (isinstance(rtol, bool) or not isinstance(rtol, (numbers.Real, np.floating))
-            or not np.isfinite(rtol) or rtol <= 0):
-        raise PbsensError(f"'rtol' must be a positive finite number, got {rtol!r}")
-    rtol_v = float(rtol)
-    pabs = np.abs(p[idx])
-    atol_v = _check_tol(atol, "atol", nx, np.where(pabs > 0, pabs, 1.0))
-    if S0 is None:
-        S0 = model.initial_sensitivity(p)[:, idx]
-    else:
-        try:
-            S0 = np.array(S0, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise PbsensError(f"'S0' must be an array of numbers, got {S0!r}") from None
-        if S0.shape != (nx, ns):
-            raise PbsensError(f"'S0' has shape {S0.shape}, expected ({nx}, {ns}) "
-                              f"(states x sensitivity parameters)")
-        if not np.all(np.isfinite(S0)):
-            raise PbsensError("'S0' contains NaN or inf")
-    S0 = np.ascontiguousarray(S0)
-    for key in ("fun", "jac", "t_eval", "dense_output", "args", "y0", "t_span"):
-        if key in solver_options:
-            raise PbsensError(f"solver option {key!r} is set by forward_sensitivities and cannot be passed")
-
-    if method != _RODAS:   # the compiled path checks its own options (first_step, max_step, max_steps, tstops)
-        check_solver_options(method, {k: v for k, v in solver_options.items() if k not in ("jac_sparsity", "max_nfev")})
-    jacobian = _check_jacobian(jacobian, method)
-    z0 = np.empty(n_aug)
-    z0[:nx] = x0
-    z0[nx:] = S0.T.ravel()  # column j of S at z[nx (j+1) : nx (j+2)]
-    if method == _RODAS:
-        f_t0 = np.empty(nx)   # the compiled solve needs no per-model closures (kernels cached on disk)
-        model.fns.rhs_into(t0, x0, p, model.constants, f_t0)
-    else:
-        fs_rhs, _ = _bound_functions(model)
-        f_t0 = fs_rhs(t0, z0, p, model.constants, idx)  # also compiles/loads everything before the timed solve
-    if not np.all(np.isfinite(f_t0)):
-        raise SolverError(f"the right-hand side of model {model.name!r} is NaN or inf at t0 = {t0:.6g} "
-                          "(check p and x0)")
+    run = _setup(model, t_span, t_eval, p, x0, S0, method, rtol, atol, params, jacobian, solver_options)
     t_solve = time.perf_counter()
-    t, Z, stats = _AUGMENTED_SOLVERS[method](model, p, idx, (t0, t1), z0, te, rtol_v, atol_v, method, jacobian,
-                                           dict(solver_options))
+    t, Z, stats = _solve(model, method, run, solver_options)
     t_end = time.perf_counter()
-    if not np.all(np.isfinite(Z)):
-        k = int(np.argmax(~np.all(np.isfinite(Z), axis=1)))
-        raise SolverError(f"forward sensitivities of model {model.name!r} produced NaN/inf "
-                          f"at t = {t[k]:.6g} (method {method})")
-    K = t.size
-    x = np.ascontiguousarray(Z[:, :nx])
-    S = np.ascontiguousarray(Z[:, nx:].reshape(K, ns, nx).transpose(0, 2, 1))
-    options = {
-        "solver": method, "rtol": rtol, "atol": atol, "t_span": (t0, t1),
-        "params": None if params is None else list(names),
-        "jacobian": jacobian,
-        "solver_options": dict(solver_options),
-        "stats": stats,
-    }
-    return SensitivityResult(
-        t=np.ascontiguousarray(t, dtype=np.float64), x=x, S=S, method="fs", p=p, x0=x0, S0=S0,
-        model_name=model.name, state_names=list(model.state_names), param_names=list(names),
-        options=options,
-        timings={"setup": t_solve - t_start, "sensitivities": t_end - t_solve, "total": t_end - t_start})
+    timings = {"setup": t_solve - t_start, "sensitivities": t_end - t_solve, "total": t_end - t_start}
+    return _result(model, method, run, t, Z, _options(method, rtol, atol, params, solver_options, run, stats), timings)

@@ -39,6 +39,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -52,7 +53,6 @@ _REQUIRED = {
     "condition": ("conditionId",),
     "parameter": ("parameterId", "parameterScale", "lowerBound", "upperBound", "nominalValue", "estimate"),
 }
-_SCALES = {"lin": 0, "log": 1, "log10": 2}
 
 #: Largest PEtab table (or YAML) file read, in bytes (64 MiB).
 MAX_TABLE_BYTES = 64 * 2**20
@@ -440,6 +440,130 @@ def _resolver(problem, files, est_index, free):
     return resolve
 
 
+class _Maps(NamedTuple):
+    """What the parameter maps of the conditions are made of (see :func:`build_plan`)."""
+
+    problem: object
+    files: dict
+    model: object
+    info: dict         # from build_model
+    pindex: dict       # model parameter name -> index
+    est_index: dict    # estimated parameter id -> index
+    resolve: object    # from _resolver
+
+
+def _assign(pm, j, res):
+    """Model parameter ``j`` of ``pm`` from a resolved value ``('fixed', value)`` or ``('est', k)``."""
+    pm.fixed[j], pm.est[j] = (res[1], -1) if res[0] == "fixed" else (np.nan, res[1])
+
+
+def _petab_mapping(maps, cid, is_preeq):
+    """petab's parameter mapping of condition ``cid`` (model parameter id -> value or parameter id)."""
+    petab_v1 = _petab()
+    problem, cond_df = maps.problem, maps.problem.condition_df
+    try:
+        mapping, _ = petab_v1.get_parameter_mapping_for_condition(
+            condition_id=cid, is_preeq=is_preeq, cur_measurement_df=None, model=problem.model,
+            condition_df=cond_df, parameter_df=problem.parameter_df, warn_unmapped=False,
+            scaled_parameters=False, fill_fixed_parameters=True)
+    except PbsensError:
+        raise
+    except Exception as exc:
+        raise PetabError(f"{_where(maps.files, 'condition', list(cond_df.index).index(cid))} (condition "
+                         f"{cid!r}): petab cannot map its parameters: {exc}") from None
+    return mapping
+
+
+def _condition_map(maps, cid, is_preeq):
+    """``(ParameterMap, inits)`` of condition ``cid`` (as preequilibration if ``is_preeq``);
+    ``inits``: ``[(state index, model parameter index)]`` of the species start values it sets."""
+    mapping = _petab_mapping(maps, cid, is_preeq)
+    files, model, info, pindex, resolve = maps.files, maps.model, maps.info, maps.pindex, maps.resolve
+    cond_df, par_df = maps.problem.condition_df, maps.problem.parameter_df
+    spec_name, free = info["spec_name"], info["free"]
+    pm = ParameterMap(np.array(model.p, dtype=np.float64), np.full(model.n_params, -1, dtype=np.int64))
+    crow = list(cond_df.index).index(cid)
+    for pid, v in mapping.items():
+        j = pindex.get(spec_name.get(pid, pid))
+        if j is None:
+            continue
+        res = resolve(v, f"{_where(files, 'condition', crow)} (condition {cid!r}), parameter {pid!r}")
+        if res is None:
+            res = ("fixed", float(free.get(pid, model.p[j])))
+        _assign(pm, j, res)
+    # parameter-table-only parameters and placeholders default to the parameter table
+    for pid, nm in spec_name.items():
+        if pid in mapping:
+            continue
+        j = pindex[nm]
+        if pid in maps.est_index:
+            pm.fixed[j], pm.est[j] = np.nan, maps.est_index[pid]
+        elif pid in par_df.index:
+            pm.fixed[j] = float(par_df.loc[pid, "nominalValue"])
+    for cid_col in info["comp_cols"]:
+        j = pindex[spec_name[cid_col]]
+        res = resolve(cond_df.loc[cid, cid_col], _where(files, "condition", crow, cid_col))
+        if res is not None:
+            _assign(pm, j, res)
+    inits = []
+    table = info["preinit_param"] if is_preeq else info["init_param"]
+    for sid in info["species_cols"]:
+        res = resolve(cond_df.loc[cid, sid], _where(files, "condition", crow, sid))
+        if res is None:
+            continue
+        j = pindex[table[sid]]
+        _assign(pm, j, res)
+        inits.append((info["state_of"][sid], j))
+    return pm, inits
+
+
+def _phase_maps(maps, sid, pid):
+    """``(sim, reinit, pre, pre_init)``: the maps of simulation condition ``sid`` and of
+    preequilibration condition ``pid`` (``None, []`` when ``pid`` is None)."""
+    sim, reinit = _condition_map(maps, sid, False)
+    pre, pre_init = (None, [])
+    if pid is not None:
+        pre, pre_init = _condition_map(maps, pid, True)
+        # the start values of each phase are parameters of that phase only
+        info, pindex = maps.info, maps.pindex
+        for sp_ in info["species_cols"]:
+            j_pre, j_sim = pindex[info["preinit_param"][sp_]], pindex[info["init_param"][sp_]]
+            sim.fixed[j_pre], sim.est[j_pre] = pre.fixed[j_pre], pre.est[j_pre]
+            pre.fixed[j_sim], pre.est[j_sim] = sim.fixed[j_sim], sim.est[j_sim]
+    return sim, reinit, pre, pre_init
+
+
+def _condition_rows(meas_df, sid, pid):
+    """``(rows, times, has_inf, row_k)`` of the simulation ``(pid, sid)``: its measurement rows,
+    their finite times sorted, whether one is at t = inf, and each row's output-time index."""
+    mask = meas_df["simulationConditionId"].to_numpy() == sid
+    if "preequilibrationConditionId" in meas_df.columns:
+        pre_vals = meas_df["preequilibrationConditionId"].to_numpy()
+        pre_ok = np.array([(_is_empty(v) and pid is None) or v == pid for v in pre_vals])
+        mask &= pre_ok
+    rows = np.arange(len(meas_df))[mask]
+    t = meas_df["time"].to_numpy(dtype=np.float64)[rows]
+    times = np.unique(t[np.isfinite(t)])
+    row_k = np.where(np.isfinite(t), np.searchsorted(times, t), times.size)
+    return rows, times, bool(np.any(np.isinf(t))), row_k.astype(np.int64)
+
+
+def _condition_plans(maps):
+    """One :class:`ConditionPlan` per simulation condition (petab's list: unique
+    (preequilibration, simulation) pairs)."""
+    meas_df = maps.problem.measurement_df
+    preeq_col = "preequilibrationConditionId" in meas_df.columns
+    plans = []
+    for _, sc in _petab().get_simulation_conditions(meas_df).iterrows():
+        sid = sc["simulationConditionId"]
+        pid = sc.get("preequilibrationConditionId", None) if preeq_col else None
+        pid = None if _is_empty(pid) else pid
+        sim, reinit, pre, pre_init = _phase_maps(maps, sid, pid)
+        rows, times, has_inf, row_k = _condition_rows(meas_df, sid, pid)
+        plans.append(ConditionPlan(pid, sid, sim, pre, reinit, pre_init, times, has_inf, rows, row_k))
+    return plans
+
+
 def build_plan(problem, files, model, info):
     """Estimated parameters and one :class:`ConditionPlan` per simulation condition.
 
@@ -447,202 +571,18 @@ def build_plan(problem, files, model, info):
     scales, bounds, nominal values, priors), ``rows`` a dict of per-row arrays
     of the measurement table.
     """
-    petab_v1 = _petab()
-    par_df, meas_df, obs_df, cond_df = (problem.parameter_df, problem.measurement_df,
-                                         problem.observable_df, problem.condition_df)
-    npar = model.n_params
+    from .measurement_rows import check_rows, noise_model, output_indices, placeholder_overrides
+    from .parameter_table import estimated_parameters, objective_priors, scaled_bounds
+    par_df, meas_df = problem.parameter_df, problem.measurement_df
     pindex = {nm: j for j, nm in enumerate(model.param_names)}
-    spec_name, free = info["spec_name"], info["free"]
-
-    # ---- estimated parameters
-    est_ids = [pid for pid in par_df.index if int(par_df.loc[pid, "estimate"]) == 1]
-    est_index = {pid: k for k, pid in enumerate(est_ids)}
-    scales = []
-    for r, pid in enumerate(par_df.index):
-        sc = par_df.loc[pid, "parameterScale"]
-        if sc not in _SCALES:
-            raise PetabError(f"{_where(files, 'parameter', r, 'parameterScale')}: {sc!r} is not one of "
-                             "lin, log, log10")
-        if pid in est_index:
-            scales.append(_SCALES[sc])
-    scales = np.array(scales, dtype=np.int64)
-    resolve = _resolver(problem, files, est_index, free)
-
-    # ---- measurement rows
-    obs_ids = list(obs_df.index)
-    cond_ids = set(cond_df.index)
-    R = len(meas_df)
-    preeq_col = "preequilibrationConditionId" in meas_df.columns
-    for r in range(R):
-        row = meas_df.iloc[r]
-        if row["observableId"] not in obs_df.index:
-            raise PetabError(f"{_where(files, 'measurement', r, 'observableId')}: unknown observable "
-                             f"{row['observableId']!r} (the observable table has {', '.join(obs_ids)})")
-        for col in ("simulationConditionId", "preequilibrationConditionId"):
-            if col == "preequilibrationConditionId" and (not preeq_col or _is_empty(row[col])):
-                continue
-            if row[col] not in cond_ids:
-                raise PetabError(f"{_where(files, 'measurement', r, col)}: unknown condition {row[col]!r}")
-        for col in ("time", "measurement"):
-            v = row[col]
-            if not isinstance(v, numbers.Number) or math.isnan(v) or (col == "measurement" and math.isinf(v)):
-                raise PetabError(f"{_where(files, 'measurement', r, col)}: {v!r} is not a number")
-        if row["time"] < 0:
-            raise PetabError(f"{_where(files, 'measurement', r, 'time')}: negative time {row['time']!r}")
-    trafo = np.zeros(R, dtype=np.int64)
-    dist = np.zeros(R, dtype=np.int64)
-    from .noise import DISTRIBUTIONS, TRANSFORMATIONS
-    obs_trafo, obs_dist = {}, {}
-    for r, (oid, row) in enumerate(obs_df.iterrows()):
-        t = row.get("observableTransformation", "lin")
-        d = row.get("noiseDistribution", "normal")
-        t = "lin" if _is_empty(t) else t
-        d = "normal" if _is_empty(d) else d
-        if t not in TRANSFORMATIONS:
-            raise PetabError(f"{_where(files, 'observable', r, 'observableTransformation')}: {t!r} is not "
-                             "one of lin, log, log10")
-        if d not in DISTRIBUTIONS:
-            raise PetabError(f"{_where(files, 'observable', r, 'noiseDistribution')}: {d!r} is not one of "
-                             "normal, laplace")
-        obs_trafo[oid], obs_dist[oid] = TRANSFORMATIONS[t], DISTRIBUTIONS[d]
-    meas = meas_df["measurement"].to_numpy(dtype=np.float64)
-    for r in range(R):
-        oid = meas_df.iloc[r]["observableId"]
-        trafo[r], dist[r] = obs_trafo[oid], obs_dist[oid]
-        if trafo[r] and not meas[r] > 0:
-            raise PetabError(f"{_where(files, 'measurement', r, 'measurement')}: {meas[r]!r} is not positive, "
-                             f"but observable {oid!r} is log-transformed")
-
-    # ---- condition maps
-    species_cols = info["species_cols"]
-
-    def condition_map(cid, is_preeq):
-        try:
-            mapping, _ = petab_v1.get_parameter_mapping_for_condition(
-                condition_id=cid, is_preeq=is_preeq, cur_measurement_df=None, model=problem.model,
-                condition_df=cond_df, parameter_df=par_df, warn_unmapped=False,
-                scaled_parameters=False, fill_fixed_parameters=True)
-        except PbsensError:
-            raise
-        except Exception as exc:
-            raise PetabError(f"{_where(files, 'condition', list(cond_df.index).index(cid))} (condition "
-                             f"{cid!r}): petab cannot map its parameters: {exc}") from None
-        pm = ParameterMap(np.array(model.p, dtype=np.float64), np.full(npar, -1, dtype=np.int64))
-        crow = list(cond_df.index).index(cid)
-        for pid, v in mapping.items():
-            j = pindex.get(spec_name.get(pid, pid))
-            if j is None:
-                continue
-            res = resolve(v, f"{_where(files, 'condition', crow)} (condition {cid!r}), parameter {pid!r}")
-            if res is None:
-                res = ("fixed", float(free.get(pid, model.p[j])))
-            pm.fixed[j], pm.est[j] = (res[1], -1) if res[0] == "fixed" else (np.nan, res[1])
-        # parameter-table-only parameters and placeholders default to the parameter table
-        for pid, nm in spec_name.items():
-            if pid in mapping:
-                continue
-            j = pindex[nm]
-            if pid in est_index:
-                pm.fixed[j], pm.est[j] = np.nan, est_index[pid]
-            elif pid in par_df.index:
-                pm.fixed[j] = float(par_df.loc[pid, "nominalValue"])
-        for cid_col in info["comp_cols"]:
-            j = pindex[spec_name[cid_col]]
-            res = resolve(cond_df.loc[cid, cid_col], _where(files, "condition", crow, cid_col))
-            if res is not None:
-                pm.fixed[j], pm.est[j] = (res[1], -1) if res[0] == "fixed" else (np.nan, res[1])
-        inits = []
-        table = info["preinit_param"] if is_preeq else info["init_param"]
-        for sid in species_cols:
-            res = resolve(cond_df.loc[cid, sid], _where(files, "condition", crow, sid))
-            if res is None:
-                continue
-            j = pindex[table[sid]]
-            pm.fixed[j], pm.est[j] = (res[1], -1) if res[0] == "fixed" else (np.nan, res[1])
-            inits.append((info["state_of"][sid], j))
-        return pm, inits
-
-    # ---- simulation conditions (petab's list: unique (preequilibration, simulation) pairs)
-    sim_conds = petab_v1.get_simulation_conditions(meas_df)
-    plans = []
-    row_pos = np.arange(R)
-    for _, sc in sim_conds.iterrows():
-        sid = sc["simulationConditionId"]
-        pid = sc.get("preequilibrationConditionId", None) if preeq_col else None
-        pid = None if _is_empty(pid) else pid
-        sim, reinit = condition_map(sid, False)
-        pre, pre_init = (None, [])
-        if pid is not None:
-            pre, pre_init = condition_map(pid, True)
-            # the start values of each phase are parameters of that phase only
-            for sp_ in species_cols:
-                j_pre, j_sim = pindex[info["preinit_param"][sp_]], pindex[info["init_param"][sp_]]
-                sim.fixed[j_pre], sim.est[j_pre] = pre.fixed[j_pre], pre.est[j_pre]
-                pre.fixed[j_sim], pre.est[j_sim] = sim.fixed[j_sim], sim.est[j_sim]
-        mask = meas_df["simulationConditionId"].to_numpy() == sid
-        if preeq_col:
-            pre_vals = meas_df["preequilibrationConditionId"].to_numpy()
-            pre_ok = np.array([(_is_empty(v) and pid is None) or v == pid for v in pre_vals])
-            mask &= pre_ok
-        rows = row_pos[mask]
-        t = meas_df["time"].to_numpy(dtype=np.float64)[rows]
-        times = np.unique(t[np.isfinite(t)])
-        row_k = np.where(np.isfinite(t), np.searchsorted(times, t), times.size)
-        plans.append(ConditionPlan(pid, sid, sim, pre, reinit, pre_init, times, bool(np.any(np.isinf(t))),
-                                   rows, row_k.astype(np.int64)))
-
-    # ---- per-row parameter maps (placeholders filled from the measurement table)
-    ph_r, ph_j, ph_fixed, ph_est = [], [], [], []     # the rows' own placeholders, as triplets
-    for r in range(R):
-        row = meas_df.iloc[r]
-        oid = row["observableId"]
-        orow = list(obs_df.index).index(oid)
-        for kind, col, fcol in (("observable", "observableParameters", "observableFormula"),
-                                ("noise", "noiseParameters", "noiseFormula")):
-            names = petab_v1.observables.get_formula_placeholders(str(obs_df.loc[oid, fcol]), oid, kind)
-            raw = row[col] if col in meas_df.columns else None
-            try:
-                vals = petab_v1.measurements.split_parameter_replacement_list(
-                    None if raw is None or _is_empty(raw) else raw)
-            except ValueError as exc:
-                raise PetabError(f"{_where(files, 'measurement', r, col)}: {exc}") from None
-            if len(vals) != len(names):
-                raise PetabError(f"{_where(files, 'measurement', r, col)}: {len(vals)} value(s) given, but "
-                                 f"the {fcol} of observable {oid!r} (observable file row {orow + 1}) has "
-                                 f"{len(names)} placeholder(s) {names}")
-            for nm, v in zip(names, vals):
-                res = resolve(v, _where(files, "measurement", r, col))
-                if res is None:
-                    raise PetabError(f"{_where(files, 'measurement', r, col)}: NaN is not a valid override")
-                ph_r.append(r)
-                ph_j.append(pindex[spec_name[nm]])
-                ph_fixed.append(res[1] if res[0] == "fixed" else np.nan)
-                ph_est.append(-1 if res[0] == "fixed" else res[1])
-    placeholders = dict(row=np.array(ph_r, dtype=np.int64), param=np.array(ph_j, dtype=np.int64),
-                        fixed=np.array(ph_fixed, dtype=np.float64), est=np.array(ph_est, dtype=np.int64))
-    out_y = np.array([info["out_index"][(o, "y")] for o in meas_df["observableId"]], dtype=np.int64)
-    out_s = np.array([info["out_index"][(o, "sigma")] for o in meas_df["observableId"]], dtype=np.int64)
-
-    # ---- estimated parameters: scales, bounds, nominal, priors
-    def col(name, default=np.nan):
-        return [par_df.loc[p, name] if name in par_df.columns else default for p in est_ids]
-
-    from .priors import scale
-    lower = scale(np.array(col("lowerBound"), dtype=np.float64), scales)
-    upper = scale(np.array(col("upperBound"), dtype=np.float64), scales)
-    nominal = scale(np.array(col("nominalValue"), dtype=np.float64), scales)
-    no_nominal = []
-    for k, pid in enumerate(est_ids):
-        r = list(par_df.index).index(pid)
-        for name, arr in (("nominalValue", nominal), ("lowerBound", lower), ("upperBound", upper)):
-            if math.isfinite(arr[k]):
-                continue
-            if name == "nominalValue":   # e.g. 0 on a log scale (Lang_PLOSComputBiol2024): loadable,
-                no_nominal.append(f"{_where(files, 'parameter', r, name)}: {pid!r} = {par_df.loc[pid, name]}")
-                nominal[k] = np.nan      # but theta must then be given (Problem._theta says so)
-                continue
-            raise PetabError(f"{_where(files, 'parameter', r, name)}: parameter {pid!r} needs a finite "
-                             f"value on its scale, got {par_df.loc[pid, name]!r}")
+    est_ids, est_index, scales = estimated_parameters(par_df, files)
+    resolve = _resolver(problem, files, est_index, info["free"])
+    check_rows(problem, files)
+    meas, trafo, dist = noise_model(problem, files)
+    plans = _condition_plans(_Maps(problem, files, model, info, pindex, est_index, resolve))
+    placeholders = placeholder_overrides(problem, files, resolve, pindex, info["spec_name"])
+    out_y, out_s = output_indices(meas_df, info["out_index"])
+    lower, upper, nominal, no_nominal = scaled_bounds(par_df, files, est_ids, scales)
     if no_nominal:
         import warnings
 
@@ -650,29 +590,14 @@ def build_plan(problem, files, model, info):
         warnings.warn("estimated parameter(s) without a finite nominal value on their scale; the problem loads, "
                       "but evaluations and samplers need an explicit theta: " + "; ".join(no_nominal),
                       PbsensWarning, stacklevel=2)
-    ptypes, pparams = [], []
-    for k, pid in enumerate(est_ids):
-        t = par_df.loc[pid, "objectivePriorType"] if "objectivePriorType" in par_df.columns else None
-        pp = par_df.loc[pid, "objectivePriorParameters"] if "objectivePriorParameters" in par_df.columns else None
-        if _is_empty(t):
-            ptypes.append(None)
-            pparams.append(None)
-            continue
-        r = list(par_df.index).index(pid)
-        try:
-            vals = [float(x) for x in str(pp).split(";")]
-        except ValueError:
-            raise PetabError(f"{_where(files, 'parameter', r, 'objectivePriorParameters')}: {pp!r} is not "
-                             "two numbers 'a;b'") from None
-        ptypes.append(str(t))
-        pparams.append(vals)
+    ptypes, pparams = objective_priors(par_df, files, est_ids)
     estimated = dict(ids=est_ids, scales=scales, lower=lower, upper=upper, nominal=nominal,
                      prior_types=ptypes, prior_params=pparams)
     rows = dict(measurement=meas, trafo=trafo, dist=dist, placeholders=placeholders,
                 out_y=out_y, out_sigma=out_s, time=meas_df["time"].to_numpy(dtype=np.float64),
-                obs_row={o: i for i, o in enumerate(obs_df.index)},
+                obs_row={o: i for i, o in enumerate(problem.observable_df.index)},
                 observable=meas_df["observableId"].to_numpy())
-    rows.update(row_parameter_maps(plans, R, npar, placeholders))
+    rows.update(row_parameter_maps(plans, len(meas_df), model.n_params, placeholders))
     return estimated, plans, rows
 
 

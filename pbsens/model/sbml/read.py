@@ -176,60 +176,94 @@ class SbmlReader:
 
     # ------------------------------------------------------------ building
     def build(self, parameters):
-        m = self.m
-        src = self.src
         if self.ignored:
-            warnings.warn(f"{src}: ignored (no effect on the equations): "
+            warnings.warn(f"{self.src}: ignored (no effect on the equations): "
                           + ", ".join(f"{k} {i!r}" for k, i in self.ignored), stacklevel=3)
-        comps = {c.getId(): c for c in (m.getCompartment(i) for i in range(m.getNumCompartments()))}
-        species = {s.getId(): s for s in (m.getSpecies(i) for i in range(m.getNumSpecies()))}
-        params = {p.getId(): p for p in (m.getParameter(i) for i in range(m.getNumParameters()))}
-        reactions = {r.getId(): r for r in (m.getReaction(i) for i in range(m.getNumReactions()))}
-        self.comps, self.species, self.params, self.reactions = comps, species, params, reactions
-        self.assign, self.rate, self.ia = assign, rate, ia = collect_rules(m)
-        annotation = read_annotation(m)
-        self.srefs, participants = reaction_participants(reactions)
+        annotation, participants = self._collect_elements()
+        states, changed = self._roles(participants)
+        state_set = set(states)
+        renamed, local_meta = self._choose_names(annotation)
+        candidates = self._candidates(state_set)
+        selected = self._select(parameters, candidates, state_set)
+        spec_params = self._spec_parameters(selected, candidates)
+        spec_states = self._spec_states(states)
+        defs, fixed_meta, sizeless = self._definitions(candidates, state_set)
+        odes = self._right_hand_sides(states, changed, participants)
+        # ---- events (time-triggered; scan() has reported every other kind already)
+        self.events = read_events(self.m, self)
+        outputs, defs, used = self._outputs(annotation, odes, defs, spec_states)
+        definitions, compartments_meta = self._used_definitions(defs, used, sizeless, fixed_meta, candidates)
+        meta = self._meta(annotation, renamed, local_meta, fixed_meta, compartments_meta)
+        return self._spec(annotation, spec_states, spec_params, odes, definitions, outputs, meta)
 
-        # ---- roles
+    def _collect_elements(self):
+        """The model's elements by id (``comps``, ``species``, ``params``, ``reactions``,
+        ``srefs``) and its rules (``assign``, ``rate``, ``ia``), set on the reader; returns
+        ``(annotation, participants)``: the pbsens annotation and each reaction's species."""
+        m = self.m
+        self.comps = {c.getId(): c for c in (m.getCompartment(i) for i in range(m.getNumCompartments()))}
+        self.species = {s.getId(): s for s in (m.getSpecies(i) for i in range(m.getNumSpecies()))}
+        self.params = {p.getId(): p for p in (m.getParameter(i) for i in range(m.getNumParameters()))}
+        self.reactions = {r.getId(): r for r in (m.getReaction(i) for i in range(m.getNumReactions()))}
+        self.assign, self.rate, self.ia = collect_rules(m)
+        annotation = read_annotation(m)
+        self.srefs, participants = reaction_participants(self.reactions)
+        return annotation, participants
+
+    def _roles(self, participants):
+        """``(states, changed)``: the SBML ids that become states, in spec order, and the
+        species reactions change."""
+        species, params, rate = self.species, self.params, self.rate
         changed = set()   # species changed by reactions
         for rid, parts in participants.items():
             for sid, _, _ in parts:
                 sp = species.get(sid)
                 if sp is None:
-                    raise ModelError(f"{src}: reaction {rid!r} uses unknown species {sid!r}")
+                    raise ModelError(f"{self.src}: reaction {rid!r} uses unknown species {sid!r}")
                 if not sp.getBoundaryCondition() and not sp.getConstant():
                     changed.add(sid)
-        states = [s for s in species if s in rate or (s in changed and s not in assign)]
+        states = [s for s in species if s in rate or (s in changed and s not in self.assign)]
         states += [p for p in params if p in rate]
         # symbols that events set are states too (right-hand side 0 unless something else changes them)
-        states += [x for x in event_targets(m) if x not in states and (x in species or x in params)]
-        state_set = set(states)
+        states += [x for x in event_targets(self.m) if x not in states and (x in species or x in params)]
+        return states, changed
 
-        # ---- names
+    def _choose_names(self, annotation):
+        """Spec names of time and of every element (``time``, ``names``, ``local`` set on the
+        reader); returns ``(renamed, local_meta)`` for the spec's meta."""
+        m = self.m
         time_name = choose_time_name(m, annotation, self.time_names)
         self.time = time_name
         self.walker.time = time_name
-        names, renamed, taken = spec_names(list(comps) + list(species) + list(params) + list(reactions),
-                                           time_name)
-        local, local_meta = promote_local_parameters(reactions, m.getLevel(), names, taken, src)
+        names, renamed, taken = spec_names(list(self.comps) + list(self.species) + list(self.params)
+                                           + list(self.reactions), time_name)
+        local, local_meta = promote_local_parameters(self.reactions, m.getLevel(), names, taken, self.src)
         self.names = names
         self.local = local
+        return renamed, local_meta
 
-        # ---- constants (candidate sensitivity parameters), by spec name
+    def _candidates(self, state_set):
+        """The constants that may be sensitivity parameters: spec name -> ``(sbml id or
+        (rid, lid), kind)``."""
+        names, assign, ia = self.names, self.assign, self.ia
         candidates = {}       # spec name -> (sbml id or (rid, lid), kind)
-        for cid, c in comps.items():
+        for cid, c in self.comps.items():
             if cid not in ia:
                 candidates[names[cid]] = (cid, "compartment")
-        for sid in species:
+        for sid in self.species:
             if sid not in state_set and sid not in assign and sid not in ia:
                 candidates[names[sid]] = (sid, "species")
-        for pid in params:
+        for pid in self.params:
             if pid not in state_set and pid not in assign and pid not in ia:
                 candidates[names[pid]] = (pid, "parameter")
-        for key, (nm, _) in local.items():
+        for key, (nm, _) in self.local.items():
             candidates[nm] = (key, "local parameter")
-        by_sbml_id = {v[0]: k for k, v in candidates.items() if isinstance(v[0], str)}
+        return candidates
 
+    def _select(self, parameters, candidates, state_set):
+        """The sensitivity parameters' spec names, in order, from the ``parameters`` argument
+        of :func:`read_sbml` (``selected`` and ``candidates`` set on the reader)."""
+        by_sbml_id = {v[0]: k for k, v in candidates.items() if isinstance(v[0], str)}
         if parameters is None:
             selected = [n for n, (_, kind) in candidates.items() if kind in ("parameter", "local parameter")]
         else:
@@ -240,38 +274,46 @@ class SbmlReader:
                 nm = p if p in candidates else by_sbml_id.get(p)
                 if nm is None:
                     why = self._why_not_candidate(p, state_set)
-                    raise ModelError(f"{src}: parameters= names {p!r}, which {why}; constants that can be "
+                    raise ModelError(f"{self.src}: parameters= names {p!r}, which {why}; constants that can be "
                                      f"sensitivity parameters: {', '.join(candidates) or 'none'}")
                 if nm not in selected:
                     selected.append(nm)
         self.selected = set(selected)
         self.candidates = candidates
+        return selected
 
-        # ---- numeric values of the candidates (species: from the initial values)
+    def _spec_parameters(self, selected, candidates):
+        """The spec's parameters: each selected constant with its numeric value (species:
+        from the initial values)."""
         self.init_cache, self.init_busy = {}, []
         self.numeric_mode = True
         values = {nm: constant_value(self, *candidates[nm]) for nm in selected}
-
-        # ---- parameters
         spec_params = []
         for nm in selected:
             v = values[nm]
             if v is None:
                 key, kind = candidates[nm]
-                raise ModelError(f"{src}: {kind} {key!r} cannot be a sensitivity parameter: its value "
+                raise ModelError(f"{self.src}: {kind} {key!r} cannot be a sensitivity parameter: its value "
                                  f"is not a number")
             spec_params.append(Quantity(nm, float(v)))
+        return spec_params
 
-        # ---- initial values in terms of the selected parameters
+    def _spec_states(self, states):
+        """The spec's states, initial values in terms of the selected parameters."""
         self.init_cache, self.init_busy = {}, []
         self.numeric_mode = False
         spec_states = []
         for sid in states:
             expr = self.initial(sid)
             v = eval_numeric(expr)
-            spec_states.append(Quantity(names[sid], v if v is not None else expr))
+            spec_states.append(Quantity(self.names[sid], v if v is not None else expr))
+        return spec_states
 
-        # ---- definitions (natural order; sorted topologically below)
+    def _definitions(self, candidates, state_set):
+        """``(defs, fixed_meta, sizeless)``: definitions ``(name, expression, sbml id)`` in natural
+        order (unselected constants, initial assignments, assignment rules, kinetic laws), the
+        numeric values of the fixed constants, and the compartments without a size."""
+        m, src, names = self.m, self.src, self.names
         defs = []        # (name, expression, sbml id)
         fixed_meta = {}
         sizeless = []
@@ -286,11 +328,11 @@ class SbmlReader:
             if v is not None:
                 fixed_meta[nm] = v
             defs.append((nm, expr, key))
-        for ident in list(comps) + list(params):
-            if ident in ia and ident not in state_set:
+        for ident in list(self.comps) + list(self.params):
+            if ident in self.ia and ident not in state_set:
                 defs.append((names[ident], self.initial(ident), ident))
-        for sid in species:
-            if sid in ia and sid not in state_set and sid not in assign:
+        for sid in self.species:
+            if sid in self.ia and sid not in state_set and sid not in self.assign:
                 defs.append((names[sid], self.initial(sid), sid))
         for i in range(m.getNumRules()):
             rule = m.getRule(i)
@@ -299,11 +341,14 @@ class SbmlReader:
                 if var not in names:
                     raise ModelError(f"{src}: assignment rule for unknown symbol {var!r}")
                 defs.append((names[var], self.convert(rule.getMath(), f"assignment rule for {var!r}"), var))
-        for rid, r in reactions.items():
+        for rid, r in self.reactions.items():
             defs.append((names[rid], self.convert(r.getKineticLaw().getMath(), f"kinetic law of reaction "
-                                                   f"{rid!r}", rid), rid))
+                                                  f"{rid!r}", rid), rid))
+        return defs, fixed_meta, sizeless
 
-        # ---- right-hand sides
+    def _right_hand_sides(self, states, changed, participants):
+        """The spec's ODEs: spec name of each state -> its right-hand side."""
+        names, rate = self.names, self.rate
         odes = {}
         for ident in states:
             if ident in rate:
@@ -312,11 +357,12 @@ class SbmlReader:
                 odes[names[ident]] = "0"
             else:
                 odes[names[ident]] = species_rhs(self, ident, participants)
+        return odes
 
-        # ---- events (time-triggered; scan() has reported every other kind already)
-        self.events = read_events(m, self)
-
-        # ---- outputs (marked by to_sbml's annotation) and unused compartments
+    def _outputs(self, annotation, odes, defs, spec_states):
+        """``(outputs, defs, used)``: the outputs (assignment rules marked by to_sbml's
+        annotation that no equation uses), the other definitions, and the names the
+        equations, definitions and outputs use."""
         out_names = set(annotation.get("outputs", ()))
         used = set()
         for e in list(odes.values()) + [d[1] for d in defs] + [s.value for s in spec_states
@@ -326,7 +372,7 @@ class SbmlReader:
         if out_names:
             keep = []
             for d in defs:
-                if d[0] in out_names and d[2] in assign and d[0] not in used:
+                if d[0] in out_names and d[2] in self.assign and d[0] not in used:
                     outputs.append(Definition(d[0], d[1]))
                 else:
                     keep.append(d)
@@ -334,28 +380,41 @@ class SbmlReader:
             used = set()
             for e in list(odes.values()) + [d[1] for d in defs] + [o.expression for o in outputs]:
                 used |= names_in(e)
+        return outputs, defs, used
+
+    def _used_definitions(self, defs, used, sizeless, fixed_meta, candidates):
+        """``(definitions, compartments_meta)``: the definitions without unused compartments,
+        sorted topologically, and the compartment sizes; drops from ``fixed_meta`` what is no
+        longer defined. A compartment without a size that is used is an error."""
         for nm in sizeless:
             if nm in used:
-                raise ModelError(f"{src}: compartment {candidates[nm][0]!r} has no size, but an expression "
+                raise ModelError(f"{self.src}: compartment {candidates[nm][0]!r} has no size, but an expression "
                                  f"or a species concentration needs it")
-        compartments_meta = compartment_sizes(comps, names)
+        comps = self.comps
+        compartments_meta = compartment_sizes(comps, self.names)
         defs = [d for d in defs if not (d[2] in comps and d[0] not in used and d[0] not in self.selected)]
         for nm in list(fixed_meta):
             if nm not in {d[0] for d in defs}:
                 del fixed_meta[nm]
-        definitions = toposort(defs, src)
+        return toposort(defs, self.src), compartments_meta
 
-        # ---- meta
+    def _meta(self, annotation, renamed, local_meta, fixed_meta, compartments_meta):
+        """The spec's ``meta``: the annotation's, the file's SBML facts and the non-empty entries."""
         meta = dict(annotation.get("meta", {}))
         meta["sbml"] = {"file": self.path, "level": self.doc.getLevel(), "version": self.doc.getVersion(),
-                        "model_id": m.getId()}
+                        "model_id": self.m.getId()}
         meta.update((key, value) for key, value in (
             ("sbml_names", renamed), ("local_parameters", local_meta), ("fixed", fixed_meta),
             ("compartments", compartments_meta), ("sbml_ignored", [list(x) for x in self.ignored])) if value)
+        return meta
+
+    def _spec(self, annotation, spec_states, spec_params, odes, definitions, outputs, meta):
+        """The validated :class:`~pbsens.model.spec.ModelSpec`, named and titled."""
+        m = self.m
         name = annotation.get("name") or m.getId() or m.getName() or os.path.splitext(os.path.basename(self.path))[0]
         title = annotation.get("title", m.getName() if m.isSetName() else "")
         spec = ModelSpec(name=name, states=spec_states, parameters=spec_params, odes=odes,
-                         definitions=definitions, outputs=outputs, time=time_name, title=title, meta=meta,
+                         definitions=definitions, outputs=outputs, time=self.time, title=title, meta=meta,
                          events=self.events)
         return spec.validate()
 
