@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from amici_bridge import add_amici_argument, reorder, run_amici  # noqa: E402
 
 import pbsens  # noqa: E402
-from pbsens import error_estimate  # noqa: E402
+from pbsens.problems import conditions  # noqa: E402
 from pbsens.problems.petab import read_problem  # noqa: E402
 from pbsens.problems.problem import Problem  # noqa: E402
 
@@ -100,7 +100,7 @@ def setup(yaml):
     df.loc[fix, "estimate"] = 0
     pr = Problem.from_petab(problem, lint=False, files=files)
     m = pr.model
-    name, times, p, x0, _, _ = next(error_estimate.problem_conditions(pr))
+    name, times, p, x0, _, _ = next(conditions.problem_conditions(pr))
     est = set(df.index[df["estimate"] == 1])
     estimated = [nm for nm in m.param_names if nm in est]
     return m, (name, times, p, x0), estimated, list(fix)

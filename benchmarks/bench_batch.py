@@ -102,7 +102,7 @@ def _timed_item(context, theta):
     idle workers (chunking, warm-up); CPU / wall seconds inside the task is the share
     of a core the worker got (below 1 on a loaded machine).
     """
-    from pbsens import batches, parallel
+    from pbsens import batches
     t, c = time.perf_counter(), time.process_time()
     r = batches._evaluate_item(context, theta)
     return r.llh, time.perf_counter() - t, time.process_time() - c, os.getpid(), \

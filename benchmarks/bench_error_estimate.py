@@ -16,7 +16,7 @@ times:
 
 ``--petab DIR ...`` adds PEtab problems, every simulation condition at the
 nominal parameters, set up as :class:`pbsens.problems.Problem` does
-(:func:`pbsens.error_estimate.problem_conditions`: parameter maps, initial
+(:func:`pbsens.problems.conditions.problem_conditions`: parameter maps, initial
 states, preequilibration), output times the condition's measurement times;
 conditions with breakpoints inside the span are marched segment by segment with
 the jump of ``S`` (:func:`segmented`). A summary per model (conditions pooled) and
@@ -45,7 +45,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import pbsens  # noqa: E402
-from pbsens.error_estimate import problem_conditions  # noqa: E402
+from pbsens.problems.conditions import problem_conditions  # noqa: E402
 from pbsens.errors import AccuracyWarning  # noqa: E402
 
 SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}

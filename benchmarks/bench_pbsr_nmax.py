@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 import pbsens  # noqa: E402
-from pbsens.error_estimate import problem_conditions  # noqa: E402
+from pbsens.problems.conditions import problem_conditions  # noqa: E402
 from pbsens.errors import AccuracyWarning  # noqa: E402
 
 VARIANTS = [("exp2", {}), ("pbsr", {}), ("pbsr", {"n_max": 20}), ("pbsr", {"n_max": 5}), ("pbsr2", {}),

@@ -138,9 +138,9 @@ def amici_times(yaml_path, repeats, theta=None, g_fd=None):
 
 def _effective_options(method, options):
     """The solver options evaluate() uses for ``method`` (the Problem's defaults updated by ``options``)."""
-    from pbsens.problems.problem import _options
+    from pbsens.problems.problem import evaluation_options
     from pbsens.sensitivities import DEFAULT_SUBSTEPS
-    opts = _options(method, True, options)
+    opts = evaluation_options(method, True, options)
     if method != "fs":
         opts.setdefault("substeps", DEFAULT_SUBSTEPS.get(opts["solver"], 1))
     return opts

@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 
 import pbsens
-from pbsens import error_estimate
+from pbsens.problems import conditions
 from pbsens.problems.petab import read_problem
 from pbsens.problems.problem import Problem
 from pbsens.sparse_path import runner
@@ -113,7 +113,7 @@ def main(argv=None):
            "estimate"] = 0
     pr = Problem.from_petab(problem, lint=False, files=files)
     m = pr.model
-    name, times, p, x0, S0, _ = next(error_estimate.problem_conditions(pr))
+    name, times, p, x0, S0, _ = next(conditions.problem_conditions(pr))
     est_names = set(problem.parameter_df.index[problem.parameter_df["estimate"] == 1])
     estimated = [j for j, nm in enumerate(m.param_names) if nm in est_names]
     print(f"{m.name}: condition {name}, n = {m.n_states}, np = {m.n_params} ({len(estimated)} estimated), "

@@ -211,7 +211,7 @@ def petab_case():
     trajectory at rtol 1e-5 and the tight FS reference at the condition's output times."""
     if "perelson" not in _CACHE:
         import pbsens.petab
-        from pbsens.error_estimate import problem_conditions
+        from pbsens.problems.conditions import problem_conditions
         problem = pbsens.petab.load(PETAB / "Perelson_Science1996" / "Perelson_Science1996.yaml")
         (name, times, p, x0, S0, has_stops), = list(problem_conditions(problem))
         assert not has_stops and times.size >= 10
@@ -257,7 +257,7 @@ def test_petab_sens_rtol_meets_1e_4(method):
 def test_condition_estimates_of_a_problem():
     """``condition_estimates`` (what ``pbsens petab --estimate-error`` prints): per condition,
     the largest estimate at the Problem's own tolerances, within 10x of the true largest error."""
-    from pbsens.error_estimate import condition_estimates
+    from pbsens.problems.conditions import condition_estimates
     problem, m, tr, ref, times, S0 = petab_case()
     est = condition_estimates(problem, method="pbsr", solver="LSODA", rtol=1e-5, atol=1e-6)
     assert list(est) == problem.conditions
@@ -269,7 +269,7 @@ def test_condition_estimates_default_to_what_evaluate_computes():
     """Without solver options the estimate is of ``Problem.evaluate``'s own simulation (the
     compiled Rodas5P at rtol 1e-8, atol 1e-10; it was LSODA's, whatever evaluate ran), and
     within 10x of that simulation's true largest error."""
-    from pbsens.error_estimate import condition_estimates, problem_conditions
+    from pbsens.problems.conditions import condition_estimates, problem_conditions
     from pbsens.problems.simulate import simulate
     problem, m, tr, ref, times, S0 = petab_case()
     est = condition_estimates(problem, method="pbsr")

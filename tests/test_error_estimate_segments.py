@@ -17,7 +17,7 @@ def brannmark():
     """Brannmark's PEtab problem and its conditions (name -> (times, p, x0, S0, has_stops))."""
     if "b" not in _CACHE:
         import pbsens.petab
-        from pbsens.error_estimate import problem_conditions
+        from pbsens.problems.conditions import problem_conditions
         problem = pbsens.petab.load(PETAB / "Brannmark_JBC2010" / "Brannmark_JBC2010.yaml")
         conds = {name.split(":")[-1]: (times, p, x0, S0, hs)
                  for name, times, p, x0, S0, hs in problem_conditions(problem)}
@@ -89,7 +89,7 @@ def test_signed_parts_of_the_estimate():
 def test_condition_estimates_cover_breakpoint_conditions():
     """``condition_estimates`` gives a breakpoint condition a number (it used to be None), within
     10x of the true largest error."""
-    from pbsens.error_estimate import condition_estimates
+    from pbsens.problems.conditions import condition_estimates
     problem, conds = brannmark()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AccuracyWarning)

@@ -63,7 +63,7 @@ def test_perturbed_preequilibration_completes_and_agrees():
 def test_problem_conditions_pass_the_solver_and_name_the_condition():
     """``problem_conditions`` takes its steady state's options; a failure names the condition, the
     solver actually used, and the options to change."""
-    from pbsens.error_estimate import problem_conditions
+    from pbsens.problems.conditions import problem_conditions
     problem, *_ = brannmark()
     for solver in ("BDF", "rodas5p"):
         with pytest.raises(pbsens.SolverError) as exc:
@@ -78,7 +78,7 @@ def test_condition_estimates_and_evaluate_pass_their_solver_to_the_steady_state(
     1e-10, 1e-12 whatever was asked), and ``Problem.evaluate`` with its own; a budget overrun names
     the condition and the solver."""
     import pbsens.problems.steady_state as ss_module
-    from pbsens.error_estimate import condition_estimates
+    from pbsens.problems.conditions import condition_estimates
     problem, *_ = brannmark()
     seen = []
 
@@ -89,7 +89,9 @@ def test_condition_estimates_and_evaluate_pass_their_solver_to_the_steady_state(
         seen.append(kwargs)
         raise Stop
 
-    monkeypatch.setattr(ss_module, "steady_state", spy)
+    import pbsens.problems.conditions as conditions_module
+    monkeypatch.setattr(ss_module, "steady_state", spy)               # what Problem.evaluate calls
+    monkeypatch.setattr(conditions_module, "steady_state", spy)       # what condition_estimates calls
     for given, expected in (({}, ("rodas5p", 1e-8, 1e-10)),
                             ({"solver": "LSODA", "rtol": 1e-5, "atol": 1e-6}, ("LSODA", 1e-5, 1e-6))):
         seen.clear()

@@ -348,8 +348,8 @@ def evaluate_default_text():
     """``{"solver", "rtol", "atol"}`` -> text: :meth:`pbsens.problems.Problem.evaluate`'s defaults, for the
     help of ``petab`` and ``sample`` (which pass no solver option unless given, so that the API's apply)."""
     try:
-        from ..problems.problem import _options
-        post, fs = _options("exp2", True, {}), _options("fs", True, {})
+        from ..problems.problem import evaluation_options
+        post, fs = evaluation_options("exp2", True, {}), evaluation_options("fs", True, {})
     except (ImportError, AttributeError, TypeError):    # help must work whatever the problem module does
         return {k: "Problem.evaluate's" for k in ("solver", "rtol", "atol")}
     text = {}

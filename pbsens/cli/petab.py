@@ -178,7 +178,7 @@ def run(args):
     t_setup = t_load + t_first
     est = None
     if args.estimate_error and args.method != "fs":
-        from ..error_estimate import condition_estimates
+        from ..problems.conditions import condition_estimates
         est = condition_estimates(problem, theta, method=args.method, **opts)
     say(args, f"problem     {args.problem}")
     say(args, f"parameters  {problem.dim} estimated, {plural(len(problem.conditions), 'condition')}, "

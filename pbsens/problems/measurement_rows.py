@@ -3,8 +3,7 @@
 Each row is checked (observable, conditions, time and value), gets its
 observable's noise model, its placeholder overrides and the model outputs it
 compares with. Errors name the file, the row and the column, as everywhere in
-:mod:`pbsens.problems.petab`, which imports this module when it builds a plan
-(this module uses its helpers).
+:mod:`pbsens.problems.petab`, which imports this module.
 """
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import numbers
 
 import numpy as np
 
-from .petab import PetabError, _is_empty, _petab, _where
+from .tables import PetabError, _is_empty, _petab, _where
 
 __all__ = ["check_rows", "noise_model", "placeholder_overrides", "output_indices"]
 

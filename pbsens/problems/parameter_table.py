@@ -2,8 +2,7 @@
 
 Their ids, scales, bounds and nominal values on their scales, and priors. Errors
 name the file, the row and the column, as everywhere in
-:mod:`pbsens.problems.petab`, which imports this module when it builds a plan
-(this module uses its helpers).
+:mod:`pbsens.problems.petab`, which imports this module.
 """
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import math
 
 import numpy as np
 
-from .petab import PetabError, _is_empty, _where
+from .tables import PetabError, _is_empty, _where
 
 __all__ = ["estimated_parameters", "scaled_bounds", "objective_priors"]
 

@@ -44,6 +44,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ModelError, PbsensError
+from .measurement_rows import check_rows, noise_model, output_indices, placeholder_overrides
+from .parameter_table import estimated_parameters, objective_priors, scaled_bounds
+from .tables import PetabError, _is_empty, _petab, _where
 
 __all__ = ["PetabError", "ParameterMap", "ConditionPlan", "build_plan", "read_problem"]
 
@@ -61,34 +64,6 @@ MAX_TABLE_ROWS = 200_000
 #: Longest line in a PEtab table (or YAML) file, in bytes (1 MiB).
 MAX_LINE_BYTES = 2**20
 _PLACEHOLDER = re.compile(r"^(observable|noise)Parameter([0-9]+)_(.+)$")
-
-
-class PetabError(PbsensError):
-    """A PEtab problem is invalid; the message names the file, row and column."""
-
-
-def _petab():
-    try:
-        import petab.v1 as petab_v1
-    except ImportError:  # pragma: no cover - the extra is not installed
-        raise PbsensError("PEtab problems need the 'petab' package: pip install 'pbsens[petab]'") from None
-    return petab_v1
-
-
-def table_place(table, row=None, column=None):
-    """Where an error is, for its message: ``table``, then ``row`` (text) and the column where given."""
-    s = table
-    if row is not None:
-        s += f", {row}"
-    if column is not None:
-        s += f", column {column!r}"
-    return s
-
-
-def _where(files, table, row=None, column=None):
-    name = files.get(table) or f"the {table} table"
-    return table_place(f"{table} file {name!r}", None if row is None else f"row {row + 1} (line {row + 2})",
-                       column)
 
 
 # ---------------------------------------------------------------- reading
@@ -571,8 +546,6 @@ def build_plan(problem, files, model, info):
     scales, bounds, nominal values, priors), ``rows`` a dict of per-row arrays
     of the measurement table.
     """
-    from .measurement_rows import check_rows, noise_model, output_indices, placeholder_overrides
-    from .parameter_table import estimated_parameters, objective_priors, scaled_bounds
     par_df, meas_df = problem.parameter_df, problem.measurement_df
     pindex = {nm: j for j, nm in enumerate(model.param_names)}
     est_ids, est_index, scales = estimated_parameters(par_df, files)
@@ -621,11 +594,3 @@ def row_parameter_maps(plans, n_rows, n_params, placeholders):
     row_fixed[r, j] = placeholders["fixed"]
     row_est[r, j] = placeholders["est"]
     return dict(fixed=row_fixed, est=row_est, cond=row_cond, ph=row_ph)
-
-
-def _is_empty(v):
-    if v is None:
-        return True
-    if isinstance(v, float) and math.isnan(v):
-        return True
-    return isinstance(v, str) and not v.strip()

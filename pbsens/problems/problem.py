@@ -102,7 +102,7 @@ _DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
 _SCIPY_ONLY_OPTIONS = ("max_nfev",)
 
 
-def _options(method, sensitivities, solver_options):
+def evaluation_options(method, sensitivities, solver_options):
     """The solver options of one evaluation: the defaults above, updated by the caller's."""
     fs = method == "fs"
     opts = dict(_DEFAULTS)
@@ -132,7 +132,7 @@ def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None
     from .simulate import run_checked, simulate, split_options
     t_eval = np.concatenate([times, [np.inf]]) if has_inf else times
     opts = dict(opts)
-    opts.setdefault("steady_state_options", _ss_options(opts))
+    opts.setdefault("steady_state_options", steady_state_options_of(opts))
     if checked is None or key is None:
         key = None
     elif key in checked and np.all(np.isfinite(p)) and np.all(np.isfinite(x0)):
@@ -158,7 +158,7 @@ def _signature(method, sens, opts):
     return key
 
 
-def _ss_options(opts):
+def steady_state_options_of(opts):
     """Steady-state options from the evaluation's: its tolerances, and its state solver for the approach."""
     ss = {k: opts[k] for k in ("rtol", "atol") if k in opts}
     if isinstance(opts.get("solver"), str):
@@ -168,7 +168,7 @@ def _ss_options(opts):
 
 def _steady_state(model, p, x0, S0, sens, opts):
     from .steady_state import steady_state
-    ss = _ss_options(opts)
+    ss = steady_state_options_of(opts)
     ss.update(opts.get("steady_state_options") or {})
     x, S = steady_state(model, p, x0, S0, sensitivities=sens, **ss)
     return np.asarray(x), (None if S is None else np.asarray(S))
@@ -335,7 +335,7 @@ class Problem:
         if method != "fs" and method not in METHODS:
             raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
         th = self._theta(theta)
-        opts = _options(method, sensitivities, solver_options)
+        opts = evaluation_options(method, sensitivities, solver_options)
         from ..threads import blas_single_thread
         with blas_single_thread():     # once per evaluation, not once per solve inside it
             return self._evaluate(th, method, sensitivities, opts)

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..errors import PbsensError
 from ..model.sbtab import number_cell, read_sbtab_rows
-from .petab import PetabError, table_place
+from .tables import PetabError, table_place
 
 __all__ = ["load_sbtab", "sbtab_to_petab", "is_sbtab_folder"]
 
