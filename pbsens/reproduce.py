@@ -178,9 +178,9 @@ def prepare_out_dir(out_dir, quick=False, force=False) -> Path:
 def format_duration(seconds):
     """``12.3 s``, ``4 min 05 s``, ``1 h 02 min``."""
     seconds = max(0.0, float(seconds))
-    if seconds < 60:
+    if round(seconds, 1) < 60:
         return f"{seconds:.1f} s"
-    if seconds < 3600:
+    if round(seconds) < 3600:
         m, s = divmod(int(round(seconds)), 60)
         return f"{m} min {s:02d} s"
     h, m = divmod(int(round(seconds / 60)), 60)
