@@ -43,8 +43,8 @@ from numba import njit, types
 from scipy.sparse import csc_matrix, identity, kron
 
 from .errors import PbsensError, SolverError
-from .kernels.augmented import system_jac, system_rhs
-from .kernels.signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
+from .kernels.augmented import fill_csc, system_jac, system_rhs
+from .kernels.signatures import f8, ivec, mat, tens, vec
 from .result import SensitivityResult
 from .sensitivity_params import select_params
 from .model.model import check_model
@@ -64,52 +64,14 @@ _JACOBIANS = {"structured": ("BDF", "Radau", _RODAS), "block-diagonal": ("BDF", 
               "sparse": ("BDF", "Radau"), "dense": ("BDF", "Radau", "LSODA"), "none": _SCIPY_METHODS}
 _DEFAULT_JACOBIAN = {"BDF": "structured", "Radau": "structured", "LSODA": "none", _RODAS: "structured"}
 _RODAS_OPTIONS = ("first_step", "max_step", "max_steps", "tstops")
-_ivec32 = types.Array(types.int32, 1, "C")
 
 # --------------------------------------------------------------------------- kernels
 #
 # The right-hand side and the first block column of the Jacobian of the
 # augmented system are :func:`pbsens.kernels.augmented.system_rhs` and
-# ``system_jac``, the kernels the compiled Rodas5P path steps with; below is
-# what scipy's implicit methods need on top: the CSC form of the Jacobian.
-
-
-@njit(types.int64(mat, vec, _ivec32, _ivec32), cache=True)
-def _fill_csc(J, data, indices, indptr):
-    """CSC form of the augmented Jacobian from its first block column ``J``, nonzeros only; returns nnz.
-
-    ``J = (A; C_0; ...; C_{ns-1})`` ((ns+1) nx, nx). Column ``k`` of the ``x``
-    block is ``J[:, k]`` (every block row); column ``k`` of block ``S_j`` is
-    ``A[:, k]`` in the rows of block ``j + 1``. Exact zeros are left out: the
-    methods form ``I - c J`` with sparse arithmetic, which drops them anyway,
-    so the Newton matrix is the same, formed from half as many entries.
-    ``data``/``indices`` need room for ``nx n + ns nx^2`` entries (:func:`_csc_work`).
-    """
-    n, nx = J.shape
-    ns = n // nx - 1
-    pos = 0
-    indptr[0] = 0
-    for k in range(nx):
-        for r in range(n):
-            v = J[r, k]
-            if v != 0.0:
-                data[pos] = v
-                indices[pos] = r
-                pos += 1
-        indptr[k + 1] = pos
-    col = nx
-    for j in range(ns):
-        off = nx * (j + 1)
-        for k in range(nx):
-            for i in range(nx):
-                v = J[i, k]
-                if v != 0.0:
-                    data[pos] = v
-                    indices[pos] = off + i
-                    pos += 1
-            col += 1
-            indptr[col] = pos
-    return pos
+# ``system_jac``, the kernels the compiled Rodas5P path steps with; what scipy's
+# implicit methods need on top, the CSC form of the Jacobian, is
+# :func:`pbsens.kernels.augmented.fill_csc`.
 
 
 def _csc_work(nx, ns):
@@ -125,7 +87,7 @@ def _csc_data(J, work):
     ``work``: scratch from :func:`_csc_work`; the arrays returned are fresh (the solver keeps them).
     """
     data, indices, indptr = work
-    nnz = _fill_csc(J, data, indices, indptr)
+    nnz = fill_csc(J, data, indices, indptr)
     return data[:nnz].copy(), indices[:nnz].copy(), indptr.copy()
 
 

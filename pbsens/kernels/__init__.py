@@ -6,9 +6,10 @@ functions as first-class function arguments (see :mod:`pbsens.kernels.signatures
 numba's on-disk cache of a kernel checks only the kernel's own source file, while the
 machine code it keeps contains the kernels it calls (a march that calls
 ``exp_phi12_into`` kept the old one after ``phi.py`` changed). So on import, when the
-sources of this package (and ``pbsens/forward.py``, whose cached kernels call these)
-differ from those the cache was written for, :func:`drop_stale_cache` deletes numba's
-files of both folders once, and everything recompiles.
+sources of this package differ from those the cache was written for,
+:func:`drop_stale_cache` deletes numba's files once, and everything recompiles. Every
+cached kernel of pbsens lives in this package (the rest of pbsens compiles only per-model
+closures, which numba does not cache).
 """
 import contextlib
 import glob
@@ -75,9 +76,7 @@ def _check_cache():
     signatures compile at import, which then takes about a minute, and nothing else would tell
     why."""
     here = os.path.dirname(os.path.abspath(__file__))
-    parent = os.path.dirname(here)
-    sources = glob.glob(os.path.join(glob.escape(here), "*.py")) + [os.path.join(parent, "forward.py")]
-    drop_stale_cache(sources, [numba_cache_dir(here), numba_cache_dir(parent)])
+    drop_stale_cache(glob.glob(os.path.join(glob.escape(here), "*.py")), [numba_cache_dir(here)])
     if not glob.glob(os.path.join(glob.escape(numba_cache_dir(here)), "*.nbi")):
         from ..notices import notice
         notice("kernels", "compiling the numerical kernels once for this machine (about a minute; "

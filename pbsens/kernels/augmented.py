@@ -128,3 +128,45 @@ def block_solve(W, piv, J, g):
                 s += J[r, q] * k0[q]
             g[r] += s
         lu_solve_vec(W, piv, g[off:off + nx])
+
+
+#: int32 index arrays (scipy.sparse's CSC indices)
+ivec32 = types.Array(types.int32, 1, "C")
+
+
+@njit(types.int64(mat, vec, ivec32, ivec32), cache=True)
+def fill_csc(J, data, indices, indptr):
+    """CSC form of the augmented Jacobian from its first block column ``J``, nonzeros only; returns nnz.
+
+    ``J = (A; C_0; ...; C_{ns-1})`` ((ns+1) nx, nx). Column ``k`` of the ``x``
+    block is ``J[:, k]`` (every block row); column ``k`` of block ``S_j`` is
+    ``A[:, k]`` in the rows of block ``j + 1``. Exact zeros are left out: the
+    methods form ``I - c J`` with sparse arithmetic, which drops them anyway,
+    so the Newton matrix is the same, formed from half as many entries.
+    ``data``/``indices`` need room for ``nx n + ns nx^2`` entries (:func:`pbsens.forward._csc_work`).
+    """
+    n, nx = J.shape
+    ns = n // nx - 1
+    pos = 0
+    indptr[0] = 0
+    for k in range(nx):
+        for r in range(n):
+            v = J[r, k]
+            if v != 0.0:
+                data[pos] = v
+                indices[pos] = r
+                pos += 1
+        indptr[k + 1] = pos
+    col = nx
+    for j in range(ns):
+        off = nx * (j + 1)
+        for k in range(nx):
+            for i in range(nx):
+                v = J[i, k]
+                if v != 0.0:
+                    data[pos] = v
+                    indices[pos] = off + i
+                    pos += 1
+            col += 1
+            indptr[col] = pos
+    return pos
