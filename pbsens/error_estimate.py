@@ -36,19 +36,22 @@ __all__ = ["method_order", "midpoint_states", "interpolate_states", "relative_di
 
 
 def method_order(method, branch_codes=None):
-    """Global order used by the step-doubling estimate.
+    """Global order used by the step-doubling estimate: the method's ``order``
+    (:data:`pbsens.methods.METHOD_INFO`), its ``stiff_order`` if any interval took the
+    switch's ``exp-stiff`` branch (``exp-equilibrium`` is exact).
 
     ``exp``: 1. ``exp2``, ``pbs``, ``pbsr2``: 2. ``pbsr``: 1 if any interval took the
-    first-order exponential step (``exp-stiff``), else 2 (``exp-equilibrium`` is exact).
+    first-order exponential step (``exp-stiff``), else 2. A name not in the table: 2.
     """
     from .kernels import codes
-    if method == "exp":
-        return 1
-    if method == "pbsr":
-        if branch_codes is not None and np.any(branch_codes == codes.BRANCH_STIFF):
-            return 1
+    from .methods import METHOD_INFO
+    info = METHOD_INFO.get(method)
+    if info is None:
         return 2
-    return 2
+    if (info.stiff_order < info.order and branch_codes is not None
+            and np.any(branch_codes == codes.BRANCH_STIFF)):
+        return info.stiff_order
+    return info.order
 
 
 def interpolate_states(model, p, t_grid, x_grid, sol, t_new):

@@ -13,14 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import PbsensError
-from .kernels import codes
+from .methods import METHOD_INFO, method_info, methods_with
 
 __all__ = ["LINALG", "SPARSE_MIN_STATES", "SPARSE_MAX_DENSITY", "SPARSE_METHODS", "choose", "SparseRunner"]
 
 #: Values of ``sensitivities(..., linalg=...)``.
 LINALG = ("auto", "dense", "sparse")
-#: Methods with a sparse march.
-SPARSE_METHODS = ("exp", "exp2")
+#: Methods with a sparse march (``sparse`` in :data:`pbsens.methods.METHOD_INFO`).
+SPARSE_METHODS = methods_with(sparse=True)
 #: ``linalg="auto"``: smallest number of states for the sparse path (below it the dense
 #: kernels, unchanged, are as fast or faster; docs/PERFORMANCE.md).
 SPARSE_MIN_STATES = 60
@@ -40,14 +40,19 @@ def choose(model, method, linalg) -> bool:
     if linalg == "dense":
         return False
     if linalg == "sparse":
-        if method not in SPARSE_METHODS:
-            raise PbsensError(f"'linalg': 'sparse' is available for method 'exp' and 'exp2', not {method!r} "
-                              "(use linalg='dense' or 'auto')")
+        if not _has_sparse_march(method):
+            raise PbsensError(f"'linalg': 'sparse' is available for method {' and '.join(map(repr, SPARSE_METHODS))}, "
+                              f"not {method!r} (use linalg='dense' or 'auto')")
         return True
-    if method not in SPARSE_METHODS or model.n_states < SPARSE_MIN_STATES:
+    if not _has_sparse_march(method) or model.n_states < SPARSE_MIN_STATES:
         return False
     from .model.sparsity import density
     return density(model) <= SPARSE_MAX_DENSITY
+
+
+def _has_sparse_march(method) -> bool:
+    info = METHOD_INFO.get(method) if isinstance(method, str) else None
+    return info is not None and info.sparse
 
 
 class SparseRunner:
@@ -90,7 +95,8 @@ class SparseRunner:
             mid = (np.empty((0, nx)), np.full(max(t.size - 1, 0), -1, dtype=np.int64))
         X_mid, mid_index = np.ascontiguousarray(mid[0], dtype=np.float64), np.ascontiguousarray(mid[1], np.int64)
         nonzero_start = np.any(S_in != 0.0, axis=0)
-        if (method_code == codes.METHOD_EXP2 and np.any(mid_index >= 0) and nx <= DENSE_STEP_MAX_STATES
+        info = method_info(method_code)
+        if (info.midpoint and np.any(mid_index >= 0) and nx <= DENSE_STEP_MAX_STATES
                 and self._laws is None):
             from .model.conservation import shared_left_null_space
             self._laws = shared_left_null_space(self.model, p)
@@ -102,7 +108,7 @@ class SparseRunner:
             if active.size == 0:         # every column stays zero: nothing to march
                 S_out[...] = 0.0
                 S[...] = 0.0
-                branch[:] = codes.BRANCH_EXP2 if method_code == codes.METHOD_EXP2 else codes.BRANCH_EXP
+                branch[:] = info.branch
                 n_int[:] = 1
                 return -1
             S_run = np.ascontiguousarray(S_in[:, active])
@@ -180,7 +186,7 @@ def runner(model) -> SparseRunner:
 
 
 def method_code(method):
-    return codes.METHOD_CODES[method]
+    return METHOD_INFO[method].code
 
 
 def state_jacobian(model, p=None):

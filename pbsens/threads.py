@@ -133,10 +133,21 @@ def blas_single_thread() -> _BlasSingleThread:
     return _CONTEXT
 
 
-def limit_blas_threads(func):
-    """Decorator form of :func:`blas_single_thread` for public entry points."""
+def limit_blas_threads(func=None, *, unless=None):
+    """Decorator form of :func:`blas_single_thread` for public entry points.
+
+    ``@limit_blas_threads`` or ``@limit_blas_threads(unless=pred)``: ``pred(args, kwargs)``,
+    the call's arguments, true for a call that runs no BLAS routine, which then skips the
+    limit. The wrapper keeps the function's name, docstring and (through ``__wrapped__``)
+    its signature for ``help()`` and ``inspect.signature``.
+    """
+    if func is None:
+        return functools.partial(limit_blas_threads, unless=unless)
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        if unless is not None and unless(args, kwargs):
+            return func(*args, **kwargs)
         _enter()
         try:
             return func(*args, **kwargs)
