@@ -57,6 +57,33 @@ __all__ = ["METHOD_CODES", "INTERP_CODES", "BRANCH_PBS", "BRANCH_EQUILIBRIUM", "
 
 i8 = types.int64
 
+# Slots of the work arrays of _march_loop (allocated by march; numba folds these module constants
+# into the compiled code). Grid points k and k+1 alternate in slots 0 and 1 of Ag and SB
+# (g = k % 2 and 1 - g).
+#: ``SB``: ``[S; B]`` stacked, ``2 nx x np``: slots 0 and 1 alternate, ``SB_CQ`` is work of the
+#: midpoint correction. ``N_SB`` slots.
+SB_CQ = 2
+N_SB = 3
+#: ``Wn``, ``nx x nx`` work matrices. ``WN_AS0``, ``WN_AS1``: the Jacobians ``A`` at refinement
+#: points (two alternating slots); ``WN_PBS0``, ``WN_PBS1``: work of a PBS sub-step; ``WN_PF``:
+#: ``Pf`` of the last PBS sub-step; ``WN_ABAR``: ``(A_k + A_k+1)/2``; ``WN_AC``: the matrix the
+#: cached ``E``, ``F`` (``F2``, ``F3``) belong to; ``WN_AE``: ``A`` at the end of a refined gap
+#: (freezing, exp2); ``WN_AGAP``: ``(A_a + A_e)/2`` of a frozen gap; ``WN_AM``: ``A`` at the
+#: midpoint (midpoint correction); ``WN_DW``, ``WN_DMW``: the correction's work.
+WN_AS0, WN_AS1, WN_PBS0, WN_PBS1, WN_PF, WN_ABAR, WN_AC, WN_AE, WN_AGAP, WN_AM, WN_DW, WN_DMW = range(12)
+N_WN = 12
+#: ``Wp``, ``nx x np`` work matrices. ``WP_BS0``, ``WP_BS1``: ``B`` at refinement points;
+#: ``WP_PBB``: ``Pb B_k+1`` of the last PBS sub-step; ``WP_PBS``: work of a PBS sub-step;
+#: ``WP_BE``: ``B`` at the end of a refined gap; ``WP_FC``: ``G1 B_k + G2 B_k+1`` of the cached
+#: matrix functions (exp2) for ``B_k``, ``B_k+1`` in ``WP_BC0``, ``WP_BC1``; ``WP_BM``: ``B`` at
+#: the midpoint; ``WP_RW``, ``WP_MW``: the correction's work.
+WP_BS0, WP_BS1, WP_PBB, WP_PBS, WP_BE, WP_FC, WP_BC0, WP_BC1, WP_BM, WP_RW, WP_MW = range(11)
+N_WP = 11
+#: ``V``, vectors of length ``nx``: the state at a refinement point, column sums of the reuse
+#: test's 1-norm, ``f(x_k)`` and ``f(x_k+1)`` (Hermite interpolation).
+V_XS, V_COLSUM, V_FK, V_FK1 = range(4)
+N_V = 4
+
 
 @njit(f8(mat, mat, i8, vec), cache=True, _nrt=False)
 def _norm_diff(X, Y, kind, colsum):
@@ -266,31 +293,34 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
     """The body of :func:`march`, given its work arrays (no allocation, no reference counting)."""
     K, nx = X.shape
     np_ = p.shape[0]
-    As0, As1 = Wn[0], Wn[1]          # Jacobians at refinement points (two alternating slots)
-    Bs0, Bs1 = Wp[0], Wp[1]
-    W0, W1 = Wn[2], Wn[3]
-    W2 = Wn[4]                       # Pf of the last PBS sub-step
-    T0 = Wp[2]                       # Pb B_k+1 of the last PBS sub-step
-    T1 = Wp[3]
-    Abar = Wn[5]
-    Ac = Wn[6]                       # the matrix the cached E, F (F2) belong to ...
-    Ae = Wn[7]                       # A at the end of the refined gap (freezing, exp2)
-    Agap = Wn[8]                     # (A_a + A_e)/2 of a frozen gap
-    Be = Wp[4]                       # B at the end of the refined gap
-    Fc = Wp[5]                       # G1 B_k + G2 B_k+1 of the cached matrix functions (exp2) ...
-    Bc0, Bc1 = Wp[6], Wp[7]          # ... for these B_k, B_k+1
-    Am, Dw, Dmw = Wn[9], Wn[10], Wn[11]   # midpoint correction (exp2): A at the midpoint, work
-    Bm, Rw, Mw = Wp[8], Wp[9], Wp[10]
-    CQ = SB[2]
-    have_fc = False
-    have_f3 = False                  # the cached matrix functions include F3 (in EF3)
+    # views of the work slots (names: the WN_*, WP_*, V_* constants), taken once
+    As0, As1 = Wn[WN_AS0], Wn[WN_AS1]
+    Bs0, Bs1 = Wp[WP_BS0], Wp[WP_BS1]
+    W0, W1 = Wn[WN_PBS0], Wn[WN_PBS1]
+    W2 = Wn[WN_PF]                   # Pf of the last PBS sub-step
+    T0 = Wp[WP_PBB]                  # Pb B_k+1 of the last PBS sub-step
+    T1 = Wp[WP_PBS]
+    Abar = Wn[WN_ABAR]
+    Ac = Wn[WN_AC]                   # the matrix the cached E, F (F2) belong to ...
+    Ae = Wn[WN_AE]                   # A at the end of the refined gap (freezing, exp2)
+    Agap = Wn[WN_AGAP]               # (A_a + A_e)/2 of a frozen gap
+    Be = Wp[WP_BE]                   # B at the end of the refined gap
+    Fc = Wp[WP_FC]                   # G1 B_k + G2 B_k+1 of the cached matrix functions (exp2) ...
+    Bc0, Bc1 = Wp[WP_BC0], Wp[WP_BC1]   # ... for these B_k, B_k+1
+    Am, Dw, Dmw = Wn[WN_AM], Wn[WN_DW], Wn[WN_DMW]   # midpoint correction (exp2): A at the midpoint, work
+    Bm, Rw, Mw = Wp[WP_BM], Wp[WP_RW], Wp[WP_MW]
+    CQ = SB[SB_CQ]
+    xs, colsum, fk, fk1 = V[V_XS], V[V_COLSUM], V[V_FK], V[V_FK1]
+    # the state carried from interval to interval (besides S):
+    # the cached matrix functions (E, F in EF; [E | G1 | G2] in EFF; F3 in EF3) ...
+    have_exp = False                 # ... exist,
+    hc = 0.0                         # ... belong to the step hc and the matrix Ac (1-norm norm_c),
+    norm_c = 0.0
+    have_f3 = False                  # ... include F3 (in EF3);
+    have_fc = False                  # the forcing term Fc exists, for B_k, B_k+1 within thr0, thr1 of Bc0, Bc1;
     thr0 = 0.0
     thr1 = 0.0
-    frozen = False
-    hc = 0.0                         # ... with this step
-    norm_c = 0.0
-    have_exp = False
-    xs, colsum, fk, fk1 = V[0], V[1], V[2], V[3]
+    frozen = False                   # the matrix is frozen over the current refined gap (Agap)
 
     Ag0, Ag1 = Ag[0], Ag[1]
     SB0, SB1 = SB[0], SB[1]
@@ -528,10 +558,10 @@ def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, 
     Ag = np.empty((2, nx, nx))       # Jacobians at grid points k (slot g) and k+1 (slot 1-g)
     # [S_k; B_k] stacked in slot g, so that an exponential step is one product into
     # the S rows of slot 1-g (whose B rows hold B_k+1). B_k is SB[g][nx:].
-    SB = np.empty((3, 2 * nx, np_))  # (slot 2: work of the midpoint correction)
-    Wn = np.empty((12, nx, nx))      # n x n work matrices (names in _march_loop)
-    Wp = np.empty((11, nx, np_))     # n x np work matrices
-    V = np.empty((4, nx))            # vectors
+    SB = np.empty((N_SB, 2 * nx, np_))   # (slot SB_CQ: work of the midpoint correction)
+    Wn = np.empty((N_WN, nx, nx))    # n x n work matrices (slots WN_*)
+    Wp = np.empty((N_WP, nx, np_))   # n x np work matrices (slots WP_*)
+    V = np.empty((N_V, nx))          # vectors (slots V_*)
     cs = np.empty(max(nx, np_))      # column sums of the switch's 1-norms
     EF = np.empty((nx, 2 * nx))      # [E | F] for the exp step
     EFF = np.empty((nx, 3 * nx))     # [E | F1 - F2/h | F2/h] for the exp2 step

@@ -16,7 +16,7 @@ exp2       ``S_k+1 = exp(h Abar) S_k + h phi1(h Abar) B_k + h phi2(h Abar) (B_k+
            ``Abar = (A_k + A_k+1)/2``
 =========  ==========================================================================
 
-Per interval the cheaper of two evaluations runs (``stats[2]`` counts the dense ones): the
+Per interval the cheaper of two evaluations runs (``stats[STAT_DENSE]`` counts the dense ones): the
 sparse action, about ``m s (nnz(A) + 2 nx) np`` multiply-adds for its plan's ``(m, s)``, or,
 when ``dense_max >= nx``, the dense step of :mod:`pbsens.kernels.march` on the scattered
 matrices, about ``(7 + 3 s_d) nx^3 + 3 nx^2 np`` with ``s_d`` doublings. The action's cost
@@ -64,6 +64,24 @@ SOLVE_MAX = 1e-5 / (8.0 * 2.0 ** -53)
 MS_PER_RHO = float(np.min(expmv.THETA_M / expmv.THETA))
 #: ``|L b| <= LAW_TOL ||b||`` for every column ``b`` of ``A`` and ``B``: the laws hold at a point.
 LAW_TOL = 1e-9
+
+# Slots of the march's work arrays (numba folds these module constants into the compiled code).
+#: ``Ad``, ``Bd``, ``Bf`` (the Jacobians' CSR values) and ``lawok``: grid points ``k`` and ``k+1``
+#: alternate in slots 0 and 1 (``g = k % 2`` and ``1 - g``); the midpoint of a corrected interval
+#: is in slot ``MID``.
+MID = 2
+#: ``SS`` (``nx x np`` matrices): ``S_k`` and ``S_k+1`` alternate in ``SS_S0``, ``SS_S1``; ``SS_T``,
+#: ``SS_T2``: the action's work; with midpoints, ``SS_HALF`` holds ``S`` between the two half steps
+#: of the action branch and ``SS_WHOLE`` the whole step.
+SS_S0, SS_S1, SS_T, SS_T2, SS_HALF, SS_WHOLE = 0, 1, 2, 3, 4, 5
+#: ``TT`` (the action's ``NV`` work vectors): the row that is free before the action's plan, the
+#: column sums of the dense step's norm.
+TT_COLSUM = 0
+#: ``stats`` of :func:`sparse_march`: Taylor terms summed (products with ``A``), scaling steps,
+#: dense-step intervals, intervals with the midpoint, those corrected without ``F3``, and the
+#: dense-step intervals taken in reduced coordinates. ``N_STATS`` entries.
+STAT_TERMS, STAT_SCALINGS, STAT_DENSE, STAT_MID, STAT_SOLVED, STAT_REDUCED = 0, 1, 2, 3, 4, 5
+N_STATS = 6
 
 #: Return value of :func:`sparse_march` on success; ``k >= 0``: S not finite after interval k;
 #: ``-2 - k``: the dense Jacobians at grid point ``k`` have a non-zero outside the pattern.
@@ -234,26 +252,56 @@ def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, Sa, Se, T, T2, TT, d
     return expmv.expmv_forced_into(Ap, Ai, Abar, Rp, Ri, Ba, Dd, True, h, Sa, Se, T, T2, TT, dwork)[0]
 
 
-@njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
-         tens, i8vec, ivec, ivec, mat, mat, vec, vec, tens, mat, vec, mat, mat, i8, mat, mat, mat, tens, mat, mat,
-         ivec, ivec, ivec, mat, mat, ivec, mat, mat, mat, mat, vec, ivec, mat, mat, mat, pivot_vec, i8vec, vec,
-         ivec, ivec, ivec, ivec, ivec, mat, mat, tens, tens, tens, mat, tens, pivot_vec, mat, mat), cache=True,
-      _nrt=False)
-def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch, n_int,
-          stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws, SBd, B1n,
-          Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm, LL, Xinv, ipiv, lawok, lw, tpos,
-          ind, dep, rpos, dpos, Kd, LDinv, ZT, RW, RP, EFFr, wsr, ipivr, LmT, LW):
+# The arguments of _loop after the scalars, grouped by role into tuples (unpacked once on entry;
+# numba passes a tuple's members as separate machine arguments, so this costs nothing).
+#: ``(Ap, Ai, Bp, Bi, Rp, Ri, Rsel, out_cols, tpos)``: the CSR patterns, the marched columns' pattern
+#: and positions, the stored columns, the transposed positions of ``A``'s pattern.
+_PATTERNS = types.UniTuple(ivec, 9)
+#: ``(S_out, branch, n_int, stats)``: the outputs.
+_OUTPUTS = types.Tuple((tens, i8vec, ivec, ivec))
+#: ``(X_mid, mid_index)``: the midpoints of the corrected intervals.
+_MIDPOINTS = types.Tuple((mat, ivec))
+#: ``(Ad, Bd, Bf, Adense, Bdense, Abar, Dd)``: the Jacobians' values (slots: :data:`MID`), the dense
+#: Jacobians of the gathering adapter, ``Abar`` and ``B_k+1 - B_k`` on their patterns.
+_JAC_WORK = types.Tuple((mat, mat, mat, mat, mat, vec, vec))
+#: ``(SS, TT, dwork)``: the marched ``S`` and the action's work (slots: ``SS_*``, ``TT_COLSUM``).
+_ACTION_WORK = types.Tuple((tens, mat, vec))
+#: ``(Adn, EF, EFF, ws, SBd, B1n, EF3, Bmn, CQ, RM, Dv)``: the dense step's work (empty unless
+#: ``dense_max >= nx``; ``EF3`` to ``Dv`` empty without midpoints).
+_DENSE_WORK = types.Tuple((mat, mat, mat, tens, mat, mat, mat, mat, mat, mat, vec))
+#: ``(Lm, LmT, LL, Xinv, ipiv, lawok, lw, LW)``: the conservation laws, their check and the
+#: correction without ``F3``.
+_LAW_WORK = types.Tuple((mat, mat, mat, mat, pivot_vec, i8vec, vec, mat))
+#: ``(ind, dep, rpos, dpos, Kd, LDinv, ZT, RW, RP, EFFr, wsr, ipivr)``: the reduced coordinates
+#: (:mod:`pbsens.kernels.reduced`).
+_REDUCED_WORK = types.Tuple((ivec, ivec, ivec, ivec, mat, mat, tens, tens, tens, mat, tens, pivot_vec))
+
+
+@njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, i8, _PATTERNS, _OUTPUTS,
+         _MIDPOINTS, _JAC_WORK, _ACTION_WORK, _DENSE_WORK, _LAW_WORK, _REDUCED_WORK), cache=True, _nrt=False)
+def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, dense_max, patterns, outputs, midpoints,
+          jac_work, action_work, dense_work, law_work, reduced_work):
+    """The body of :func:`sparse_march`, given its work arrays (no allocation, no reference counting)."""
+    Ap, Ai, Bp, Bi, Rp, Ri, Rsel, out_cols, tpos = patterns
+    S_out, branch, n_int, stats = outputs
+    X_mid, mid_index = midpoints
+    Ad, Bd, Bf, Adense, Bdense, Abar, Dd = jac_work
+    SS, TT, dwork = action_work
+    Adn, EF, EFF, ws, SBd, B1n, EF3, Bmn, CQ, RM, Dv = dense_work
+    Lm, LmT, LL, Xinv, ipiv, lawok, lw, LW = law_work
+    ind, dep, rpos, dpos, Kd, LDinv, ZT, RW, RP, EFFr, wsr, ipivr = reduced_work
     # with mid_index[k] >= 0 (exp2) the interval gets the midpoint correction (METHOD.md section 14):
-    # Ad[2], Bf[2], Bd[2] hold A, B at its midpoint X_mid[mid_index[k]]; SS[4] is the state between
-    # the two half steps of the action branch (SS[5]: the whole step), RM and Dv the correction's work arrays
+    # Ad[MID], Bf[MID], Bd[MID] hold A, B at its midpoint X_mid[mid_index[k]]; SS[SS_HALF] is the state
+    # between the two half steps of the action branch (SS[SS_WHOLE]: the whole step), RM and Dv the
+    # correction's work arrays
     # lawok[slot]: the conservation laws Lm hold at the point whose A is Ad[slot] (checked when Lm has rows)
     # B is evaluated on its full pattern (Bp, Bi) into Bf and compacted to the columns marched
     # (pattern Rp, Ri; Rsel: positions in Bf), which is all that the steps below see
     K = t.shape[0]
     second = method == METHOD_EXP2
     nx, np_ = S.shape
-    S0, S1 = SS[0], SS[1]
-    T, T2 = SS[2], SS[3]
+    S0, S1 = SS[SS_S0], SS[SS_S1]
+    T, T2 = SS[SS_T], SS[SS_T2]
     for i in range(nx):
         for j in range(np_):
             S0[i, j] = S[i, j]
@@ -293,20 +341,20 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
         mid = second and mid_index[k] >= 0
         if mid:
             tm = 0.5 * (t[k] + t[k + 1])
-            if not _eval(jacs, jxd, jpd, gather, tm, X_mid[mid_index[k]], p, c, Ap, Ai, Bp, Bi, Ad[2], Bf[2],
-                         Adense, Bdense):
+            if not _eval(jacs, jxd, jpd, gather, tm, X_mid[mid_index[k]], p, c, Ap, Ai, Bp, Bi, Ad[MID],
+                         Bf[MID], Adense, Bdense):
                 return -3 - k
-            _compact(Bf[2], Rsel, Bd[2])
+            _compact(Bf[MID], Rsel, Bd[MID])
             if check:
-                lawok[2] = (_laws_hold(LmT, Ap, Ai, Ad[2], LW[:nx])
-                            and _laws_hold(LmT, Rp, Ri, Bd[2], LW[:np_]))
-            stats[3] += 1
+                lawok[MID] = (_laws_hold(LmT, Ap, Ai, Ad[MID], LW[:nx])
+                              and _laws_hold(LmT, Rp, Ri, Bd[MID], LW[:np_]))
+            stats[STAT_MID] += 1
         use_dense = False
         planned = True
         mu, gsc, m, s = 0.0, 1.0, 0, 1
         cost_dense = 0.0
         if dense_max >= nx:
-            nrm = h * _csr_norm1(Ap, Ai, Ause, TT[0])
+            nrm = h * _csr_norm1(Ap, Ai, Ause, TT[TT_COLSUM])
             sd = 0.0
             if nrm > _DENSE_THETA:
                 sd = math.ceil(math.log2(nrm / _DENSE_THETA))
@@ -329,14 +377,14 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                     Sk1[i, j] = np.nan
         elif use_dense:
             # in the coordinates the conservation laws leave where they hold (pbsens.kernels.reduced)
-            red = (second and dep.shape[0] > 0 and lawok[0] and lawok[1] and (lawok[2] or not mid)
-                   and reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Ad[2], Rp, Ri, B0, B1, Bd[2], Sk, Sk1, ind, dep,
-                                         rpos, dpos, Kd, Lm, LDinv, ZT, RW, RP, EFFr, wsr, ipivr, SOLVE_MAX, Abar,
-                                         Dv))
+            red = (second and dep.shape[0] > 0 and lawok[0] and lawok[1] and (lawok[MID] or not mid)
+                   and reduced_exp2_into(h, mid, Ap, Ai, A0, A1, Ad[MID], Rp, Ri, B0, B1, Bd[MID], Sk, Sk1, ind,
+                                         dep, rpos, dpos, Kd, Lm, LDinv, ZT, RW, RP, EFFr, wsr, ipivr, SOLVE_MAX,
+                                         Abar, Dv))
             if red:
-                stats[5] += 1
+                stats[STAT_REDUCED] += 1
                 if mid:
-                    stats[4] += 1
+                    stats[STAT_SOLVED] += 1
             else:
                 # the dense march's step on the scattered matrices (pbsens.kernels.march)
                 _scatter(Ap, Ai, Ause, Adn)
@@ -346,11 +394,11 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 _scatter(Rp, Ri, B0, SBd[nx:])
                 if mid:
                     _scatter(Rp, Ri, B1, B1n)
-                    _scatter(Rp, Ri, Bd[2], Bmn)
+                    _scatter(Rp, Ri, Bd[MID], Bmn)
                     # F3 from a solve with Abar + L^T L where the laws hold (METHOD.md section 14, "Without F3")
                     # (only with laws: without them a singular Abar, e.g. of a nonlinear conservation
                     # law, could pass the norm test with a meaningless inverse)
-                    solved = (Lm.shape[0] > 0 and lawok[0] and lawok[1] and lawok[2]
+                    solved = (Lm.shape[0] > 0 and lawok[0] and lawok[1] and lawok[MID]
                               and _bordered_inverse(Adn, LL, Xinv, ipiv, h, lw[:nx]))
                     if solved:
                         exp_phi12_into(Adn, h, EFF, ws)
@@ -360,12 +408,12 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                     steps.exp2_prepare_inplace(EFF, h)
                     steps.exp2_step_stacked_into(EFF, SBd, B1n, Sk1)
                     if solved:
-                        exp2_correct_sparse_solved_into(EFF, Xinv, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn,
-                                                        Sk, Sk1, Dv, CQ, RM[:nx], RM[nx:])
-                        stats[4] += 1
+                        exp2_correct_sparse_solved_into(EFF, Xinv, h, Ap, Ai, A0, A1, Ad[MID], Abar, SBd[nx:], B1n,
+                                                        Bmn, Sk, Sk1, Dv, CQ, RM[:nx], RM[nx:])
+                        stats[STAT_SOLVED] += 1
                     else:
-                        exp2_correct_sparse_into(EFF, EF3, h, Ap, Ai, A0, A1, Ad[2], Abar, SBd[nx:], B1n, Bmn, Sk, Sk1,
-                                                 Dv, CQ, RM[:nx], RM[nx:])
+                        exp2_correct_sparse_into(EFF, EF3, h, Ap, Ai, A0, A1, Ad[MID], Abar, SBd[nx:], B1n, Bmn, Sk,
+                                                 Sk1, Dv, CQ, RM[:nx], RM[nx:])
                 elif second:
                     _scatter(Rp, Ri, B1, B1n)
                     linalg.exp_phi12_into(Adn, h, EFF, ws)
@@ -374,23 +422,24 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, 
                 else:
                     linalg.exp_phi1_into(Adn, h, EF, ws)
                     steps.exp_step_stacked_into(EF, SBd, Sk1)
-            stats[2] += 1
+            stats[STAT_DENSE] += 1
         elif mid:
             # the action branch (a short or mildly stiff interval): two exp2 half steps through the
             # midpoint, extrapolated with the whole step (Richardson, the exp2 step's h^3 local error)
-            terms, s = expmv.expmv_apply(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, mu, gsc, m, s, Sk, SS[5], T, T2)
-            terms += _half_step(Ap, Ai, A0, Ad[2], Abar, Rp, Ri, B0, Bd[2], Dd, 0.5 * h, Sk, SS[4], T, T2,
-                                TT, dwork)
-            terms += _half_step(Ap, Ai, Ad[2], A1, Abar, Rp, Ri, Bd[2], B1, Dd, 0.5 * h, SS[4], Sk1, T, T2,
-                                TT, dwork)
+            terms, s = expmv.expmv_apply(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, mu, gsc, m, s, Sk, SS[SS_WHOLE],
+                                         T, T2)
+            terms += _half_step(Ap, Ai, A0, Ad[MID], Abar, Rp, Ri, B0, Bd[MID], Dd, 0.5 * h, Sk, SS[SS_HALF], T,
+                                T2, TT, dwork)
+            terms += _half_step(Ap, Ai, Ad[MID], A1, Abar, Rp, Ri, Bd[MID], B1, Dd, 0.5 * h, SS[SS_HALF], Sk1,
+                                T, T2, TT, dwork)
             for i in range(nx):
                 for j in range(np_):
-                    Sk1[i, j] += (Sk1[i, j] - SS[5][i, j]) * (1.0 / 3.0)
-            stats[0] += terms
+                    Sk1[i, j] += (Sk1[i, j] - SS[SS_WHOLE][i, j]) * (1.0 / 3.0)
+            stats[STAT_TERMS] += terms
         else:
             terms, s = expmv.expmv_apply(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, mu, gsc, m, s, Sk, Sk1, T, T2)
-            stats[0] += terms
-            stats[1] += s
+            stats[STAT_TERMS] += terms
+            stats[STAT_SCALINGS] += s
         n_int[k] = 1
         if out_index[k + 1] >= 0:
             if not _store(Sk1, S_out[out_index[k + 1]], out_cols):
@@ -421,9 +470,10 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     method : ``METHOD_EXP`` or ``METHOD_EXP2``.
     Ap, Ai, Bp, Bi : CSR patterns of ``A`` (nx x nx) and ``B`` (nx x np).
     branch, n_int : (K-1,) outputs (the exponential branch, 1).
-    stats : (6,) int64 output: Taylor terms summed (products with ``A``), scaling steps,
+    stats : (N_STATS,) int64 output: Taylor terms summed (products with ``A``), scaling steps,
         intervals that took the dense step, intervals with the midpoint, those of them
-        corrected without ``F3``, and the dense-step intervals taken in reduced coordinates.
+        corrected without ``F3``, and the dense-step intervals taken in reduced coordinates
+        (indices ``STAT_TERMS`` ... ``STAT_REDUCED``).
     dense_max : the dense step is considered on models with at most this many states (its
         ``O(nx^2)`` work arrays are allocated only then).
     Rp, Ri, Rsel : the columns of ``B`` that ``S``'s columns are for: CSR pattern (nx x
@@ -442,12 +492,12 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
         shared_left_null_space`; ``k = 0``: none, and ``F3`` everywhere). On dense-step intervals with
         the midpoint where ``Lm A = 0`` and ``Lm B = 0`` hold at the three points, the correction takes ``F3 c`` from a
         solve with ``Abar + Lm^T Lm`` (METHOD.md section 14, "Without F3") and ``[E | F1 | F2]``
-        instead of ``[E | F1 | F2 | F3]`` (``stats[4]`` counts them).
+        instead of ``[E | F1 | F2 | F3]`` (``stats[STAT_SOLVED]`` counts them).
     dep, Kd, LDinv : the states the laws ``Lm`` eliminate, ``Kd = Lm[:, dep]^-1 Lm[:, ind]`` and
         ``LDinv = Lm[:, dep]^-1`` (:func:`pbsens.model.conservation.dependent_states`; ``dep``
         empty: none). Dense-step exp2
         intervals where the laws hold at their points take the step in the ``nx - len(dep)``
-        coordinates that remain (:mod:`pbsens.kernels.reduced`; ``stats[5]`` counts them).
+        coordinates that remain (:mod:`pbsens.kernels.reduced`; ``stats[STAT_REDUCED]`` counts them).
     out_cols : (S.shape[1],) the column of ``S_out`` each column of ``S`` is stored in; the other
         columns of ``S_out``'s stored rows are set to zero. All columns: ``arange(S.shape[1])``.
 
@@ -459,13 +509,13 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     nx, np_ = S.shape
     nA = Ai.shape[0]
     nB = Ri.shape[0]
-    Ad = np.zeros((3, nA))
-    Bf = np.zeros((3, Bi.shape[0]))
-    Bd = np.zeros((3, nB))
+    Ad = np.zeros((MID + 1, nA))
+    Bf = np.zeros((MID + 1, Bi.shape[0]))
+    Bd = np.zeros((MID + 1, nB))
     Abar = np.zeros(nA)
     Dd = np.zeros(nB)
     has_mid = method == METHOD_EXP2 and mid_index.shape[0] > 0 and mid_index.max() >= 0
-    SS = np.empty((6 if has_mid else 4, nx, np_))
+    SS = np.empty((SS_WHOLE + 1 if has_mid else SS_T2 + 1, nx, np_))
     TT = np.empty((expmv.NV, max(nx, np_)))
     dwork = np.empty(2 * (expmv.P_MAX + 2))
     if gather == 1:
@@ -497,7 +547,7 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
             li = Lm[l, i]
             for j in range(nx):
                 LL[i, j] += li * Lm[l, j]
-    lawok = np.zeros(3, dtype=np.int8)
+    lawok = np.zeros(MID + 1, dtype=np.int8)
     lw = np.empty(2 * max(nx, np_))
     LmT = np.ascontiguousarray(Lm[:nl].T)            # the laws as columns, and the check's work
     LW = np.empty((max(nx, np_), nl + 1))
@@ -524,8 +574,12 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     RP = np.empty((P_SLICES if nr else 0, nr, np_))
     EFFr = np.empty((nr, 3 * nr))
     wsr = linalg.workspace(nr)
-    return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
-                 n_int, stats, Ad, Bd, Abar, Dd, SS, TT, dwork, Adense, Bdense, dense_max, Adn, EF, EFF, ws,
-                 SBd, B1n, Rp, Ri, Rsel, Bf, X_mid, mid_index, EF3, Bmn, CQ, RM, Dv, out_cols, Lm[:nl], LL, Xinv,
-                 ipiv, lawok, lw, tpos, ind, dep[:nk], rpos, dpos, Kd[:nk], LDinv, ZT, RW, RP, EFFr, wsr,
-                 ipivr, LmT, LW)
+    return _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, dense_max,
+                 (Ap, Ai, Bp, Bi, Rp, Ri, Rsel, out_cols, tpos),
+                 (S_out, branch, n_int, stats),
+                 (X_mid, mid_index),
+                 (Ad, Bd, Bf, Adense, Bdense, Abar, Dd),
+                 (SS, TT, dwork),
+                 (Adn, EF, EFF, ws, SBd, B1n, EF3, Bmn, CQ, RM, Dv),
+                 (Lm[:nl], LmT, LL, Xinv, ipiv, lawok, lw, LW),
+                 (ind, dep[:nk], rpos, dpos, Kd[:nk], LDinv, ZT, RW, RP, EFFr, wsr, ipivr))
