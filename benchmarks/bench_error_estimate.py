@@ -144,7 +144,7 @@ HEADER = ("%-28s %-6s %8s %8s %6s %8s %8s %8s %9s %8s %8s %6s %8s"
 def reference(model, span, times, p, x0, S0, method, tstops=None):
     """Forward sensitivities at rtol 1e-10, atol 1e-12 by ``method`` (segment-wise across breakpoints)."""
     if tstops is not None and len(tstops):
-        from pbsens.problems.simulate import simulate
+        from pbsens.simulation.segments import simulate
         sim = simulate(model, times, p, x0=x0, S0=S0, method="fs", solver=method, rtol=1e-10, atol=1e-12)
         return pbsens.SensitivityResult(t=sim.t, x=sim.x, S=sim.S, method="fs", p=p, x0=x0)
     return pbsens.forward_sensitivities(model, span, t_eval=times, p=p, x0=x0, S0=S0, method=method,
@@ -200,13 +200,13 @@ def segmented(model, times, p, x0, S0):
     ``march(method, **options)`` solves the states segment by segment (LSODA rtol
     1e-5 as elsewhere), marches :func:`pbsens.sensitivities` on each with the
     options, and applies the jump ``S += (f(tau-) - f(tau+)) dtau/dp^T`` between
-    segments, as :func:`pbsens.problems.simulate.simulate` does. With
+    segments, as :func:`pbsens.simulation.segments.simulate` does. With
     ``estimate_error=True`` it is that library call (``simulate(...,
     estimate_error=True)``): each segment's signed error estimate plus the error
     carried across the jump (unchanged there: the jump depends on ``x`` only) and
     through the segment by the march itself.
     """
-    from pbsens.problems.simulate import simulate
+    from pbsens.simulation.segments import simulate
     disc = model.discontinuities
     tb, dtb = disc.breakpoints(p)
     inside = (tb > 0) & (tb < times[-1])

@@ -37,7 +37,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import pbsens  # noqa: E402
-from pbsens.forward import forward_sensitivities  # noqa: E402
+from pbsens.sensitivity.forward import forward_sensitivities  # noqa: E402
 
 CASES = [("PKA", 600.0), ("CaMKII", 600.0)]
 
@@ -138,7 +138,7 @@ def linalg_share(m, ts, rtol, atol, fs_row, repeats):
     from scipy.sparse import identity
     from scipy.sparse.linalg import splu
 
-    from pbsens import forward as fwd
+    from pbsens.sensitivity import forward as fwd
     r = forward_sensitivities(m, (ts[0], ts[-1]), t_eval=ts, method="BDF", rtol=rtol, atol=atol)
     st = r.options["stats"]
     nx, ns = m.n_states, m.n_params

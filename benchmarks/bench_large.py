@@ -221,7 +221,7 @@ def exponent(rows, key="cold_build_cpu", per_step=False, n_min=0):
     ``per_step``: divide by the number of grid intervals first (the cost of one step, apart
     from how many steps the state solver took on the larger networks). ``n_min``: only the
     networks with at least this many states (the sensitivity pass's exponents are fitted on
-    the sparse path alone, ``pbsens.sparse_path.SPARSE_MIN_STATES``; below it the pass is
+    the sparse path alone, ``pbsens.sensitivity.sparse.SPARSE_MIN_STATES``; below it the pass is
     the dense march)."""
     pts = [(r["n_states"], r[key] / (r["grid"] - 1 if per_step else 1)) for r in rows
            if r["model"].startswith("net") and r.get(key) and r["n_states"] >= n_min]
@@ -280,7 +280,7 @@ def main(argv=None):
     k = exponent(rows)
     if k is not None:
         print(f"fitted exponent of cold build CPU time vs states (networks): {k:.2f}")
-    from pbsens.sparse_path import SPARSE_MIN_STATES
+    from pbsens.sensitivity.sparse import SPARSE_MIN_STATES
     ks = {}
     for key, what in (("sens_cpu", "all parameters"), ("sens_subset_cpu", f"{SUBSET} parameters")):
         for per_step in (False, True):

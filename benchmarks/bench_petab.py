@@ -139,7 +139,7 @@ def amici_times(yaml_path, repeats, theta=None, g_fd=None):
 def _effective_options(method, options):
     """The solver options evaluate() uses for ``method`` (the Problem's defaults updated by ``options``)."""
     from pbsens.problems.problem import evaluation_options
-    from pbsens.sensitivities import DEFAULT_SUBSTEPS
+    from pbsens.sensitivity.posthoc import DEFAULT_SUBSTEPS
     opts = evaluation_options(method, True, options)
     if method != "fs":
         opts.setdefault("substeps", DEFAULT_SUBSTEPS.get(opts["solver"], 1))

@@ -19,7 +19,7 @@ import numpy as np
 import pbsens
 from pbsens.model.mass_action import random_mass_action_model
 from pbsens.solvers.scipy_steppers import solve_scipy
-from pbsens.sparse_path import runner, state_jacobian
+from pbsens.sensitivity.sparse import runner, state_jacobian
 
 
 def _median_time(fn, repeats):

@@ -33,7 +33,7 @@ import pbsens
 from pbsens.problems import conditions
 from pbsens.problems.petab import read_problem
 from pbsens.problems.problem import Problem
-from pbsens.sparse_path import runner
+from pbsens.sensitivity.sparse import runner
 
 DEFAULT = "../shared/petab/Lang_PLOSComputBiol2024/Lang_PLOSComputBiol2024.yaml"
 

@@ -1,6 +1,6 @@
 """A sensitivities call with the default BLAS environment vs ``OPENBLAS_NUM_THREADS=1``.
 
-pbsens limits BLAS to one thread inside its public calls (:mod:`pbsens.threads`), so a
+pbsens limits BLAS to one thread inside its public calls (:mod:`pbsens.system.threads`), so a
 call in the default environment (OpenBLAS: one thread per core) should cost the same as
 with ``OPENBLAS_NUM_THREADS=1``. A third run turns pbsens's limit off
 (``PBSENS_BLAS_THREADS=0``) to show what it buys. Each environment is a fresh process
@@ -20,7 +20,7 @@ import sys
 CODE = """
 import json, statistics, sys, time
 import pbsens
-from pbsens.threads import blas_single_thread, blas_thread_counts
+from pbsens.system.threads import blas_single_thread, blas_thread_counts
 model, repeats, t1 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 m = pbsens.load_model(model)
 traj = pbsens.solve_states(m, (0.0, t1), rtol=1e-6, atol=1e-8)
@@ -41,7 +41,7 @@ for name, call in calls.items():
 # in one process, interleaved (robust to the machine's drifting load): the exp call with the
 # limit set and restored per call, with pbsens's limit off, and with the limit held around
 # the whole loop (nested calls: no per-call cost)
-import pbsens.threads as T
+import pbsens.system.threads as T
 def block(call, n=max(repeats // 2, 10)):
     ts = []
     for _ in range(n):

@@ -48,7 +48,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import pbsens  # noqa: E402
-from pbsens.sensitivities import DEFAULT_SUBSTEPS  # noqa: E402
+from pbsens.sensitivity.posthoc import DEFAULT_SUBSTEPS  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _amici_wp import STYLES as AMICI_STYLES, amici_work_precision  # noqa: E402  (AMICI FS curve, optional)

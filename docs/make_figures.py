@@ -1,4 +1,4 @@
-"""Regenerate the example figures in ``docs/img/`` (one of each plot of :mod:`pbsens.plot`).
+"""Regenerate the example figures in ``docs/img/`` (one of each plot of :mod:`pbsens.report.plot`).
 
 Run from the repository root::
 
@@ -18,10 +18,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's pbsens, installed or not
 import pbsens  # noqa: E402
-from pbsens.analysis import identifiability, rank_parameters  # noqa: E402
-from pbsens.forward import forward_sensitivities  # noqa: E402
-from pbsens.metrics import kappa_bar, relative_error  # noqa: E402
-from pbsens.plot import plot_kappa_bar, plot_relative_error, plot_sensitivities  # noqa: E402
+from pbsens.report.analysis import identifiability, rank_parameters  # noqa: E402
+from pbsens.sensitivity.forward import forward_sensitivities  # noqa: E402
+from pbsens.sensitivity.metrics import kappa_bar, relative_error  # noqa: E402
+from pbsens.report.plot import plot_kappa_bar, plot_relative_error, plot_sensitivities  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "img"
 SAMPLES = 20   # the paper uses 100

@@ -52,16 +52,16 @@ FS_LOOSE = dict(method="BDF", rtol=1e-5, atol=1e-6)
 
 
 def forward_sensitivities(*args, **kwargs):
-    """:func:`pbsens.forward.forward_sensitivities` (imported late: it may not be exported yet)."""
+    """:func:`pbsens.sensitivity.forward.forward_sensitivities` (imported late: it may not be exported yet)."""
     fn = getattr(pbsens, "forward_sensitivities", None)
     if fn is None:
-        from pbsens.forward import forward_sensitivities as fn
+        from pbsens.sensitivity.forward import forward_sensitivities as fn
     return fn(*args, **kwargs)
 
 
 def metrics():
     """The module with ``relative_error`` and ``kappa_bar``."""
-    from pbsens import metrics as mod
+    from pbsens.sensitivity import metrics as mod
     return mod
 
 

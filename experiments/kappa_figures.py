@@ -2,7 +2,7 @@
 
 kappa_bar (8.5)-(8.6): mean over N = 100 random perturbations d = h (.) p,
 h_j ~ U(1e-5, 1e-4), of ||x(p+d) - x(p-d) - 2 S d|| / ||x(p+d) - x(p-d)||, with
-tightly solved perturbed trajectories (pbsens.metrics.kappa_bar). The same
+tightly solved perturbed trajectories (pbsens.sensitivity.metrics.kappa_bar). The same
 perturbations (seed 0) are used for all methods (pbsr2 and exp2 too, dashed: not
 in the paper). PBSR and Exp march over the LSODA grid (rtol 1e-5, atol 1e-6); FS
 is BDF at the same tolerances, output at that grid. Shaded: intervals where PBSR
@@ -101,7 +101,7 @@ def kappa_experiment(model_name, span, *, quick, out_dir, progress, name, title,
         "fraction_of_time_pbsr_used_exp": frac_exp_time,
         "late_window": [late_from, span[1]],
         "settings": {"state": C.STATE, "fs": C.FS_LOOSE,
-                     "perturbed_solves": "pbsens.metrics.kappa_bar defaults (LSODA, rtol 1e-12, atol 1e-14)",
+                     "perturbed_solves": "pbsens.sensitivity.metrics.kappa_bar defaults (LSODA, rtol 1e-12, atol 1e-14)",
                      "h": [1e-5, 1e-4]},
         "kappa_bar": stats, "late_spread_max_over_min": spread, "kappa_seconds": secs,
         "files": [f"{name}.csv", png], "_kb": kb, "_t": t, "_res": res, "_tr": tr,

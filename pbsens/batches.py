@@ -156,7 +156,7 @@ def model_recipe(model):
 
 def _sensitivities_item(context, p):
     recipe, kwargs = context
-    from .sensitivities import sensitivities
+    from .sensitivity.posthoc import sensitivities
     return sensitivities(worker_model(recipe), p=p, **kwargs)
 
 
@@ -180,7 +180,7 @@ def sensitivities_many(model, ps, *, client=None, n_workers=None, chunk_size=Non
         raise PbsensError("'t_span' is required by sensitivities_many")
     P = float_rows(ps, "ps", model.n_params)
     if client is None and n_workers == 1:
-        from .sensitivities import sensitivities
+        from .sensitivity.posthoc import sensitivities
         return map_here(lambda p: sensitivities(model, p=p, **kwargs), P, errors, "sensitivity solves")
     res = map_tasks(_sensitivities_item, (model_recipe(model), kwargs), P, client=client,
                     n_workers=n_workers, chunk_size=chunk_size, dispatch=dispatch)

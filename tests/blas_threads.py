@@ -1,4 +1,4 @@
-"""BLAS thread counts as threadpoolctl reports them (tests of pbsens.threads and of the
+"""BLAS thread counts as threadpoolctl reports them (tests of pbsens.system.threads and of the
 sensitivities paths that skip the limit)."""
 import pytest
 from threadpoolctl import ThreadpoolController, threadpool_info

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 import pbsens
-from pbsens import sparse_path
+from pbsens.sensitivity import sparse as sparse_path
 from pbsens.kernels.blas import TILES_MAX_K
 from conftest import make_model
 
-sens_module = importlib.import_module("pbsens.sensitivities")
+sens_module = importlib.import_module("pbsens.sensitivity.posthoc")
 
 
 from blas_threads import blas_counts as _blas_counts, two_blas_threads  # noqa: E402,F401 - fixture

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import pbsens
-from pbsens.forward import forward_sensitivities
+from pbsens.sensitivity.forward import forward_sensitivities
 
 ROOT = str(Path(pbsens.__file__).resolve().parent.parent)
 TIMEOUT = 600
@@ -312,7 +312,7 @@ def test_reproduce_unknown_or_missing(procs):
 
 # ------------------------------------------------------------------ compare
 def test_compare_table_and_figure(procs, work, chua):
-    from pbsens.metrics import relative_error
+    from pbsens.sensitivity.metrics import relative_error
     res = ok(procs["compare"])
     doc = json.loads((work / "cmp.json").read_text())
     rows = {row["method"]: row for row in doc["rows"]}

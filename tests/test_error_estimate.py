@@ -110,8 +110,8 @@ def test_sens_rtol_first_order_keeps_extrapolation_with_state_part():
 def test_sens_rtol_never_solves_states_again(monkeypatch):
     m, tr, ref = case("Chua")
     import importlib
-    front = importlib.import_module("pbsens.sensitivities")
-    from pbsens import error_estimate
+    front = importlib.import_module("pbsens.sensitivity.posthoc")
+    from pbsens.sensitivity import error as error_estimate
 
     def forbidden(*a, **k):
         raise AssertionError("state solver called")
@@ -270,7 +270,7 @@ def test_condition_estimates_default_to_what_evaluate_computes():
     compiled Rodas5P at rtol 1e-8, atol 1e-10; it was LSODA's, whatever evaluate ran), and
     within 10x of that simulation's true largest error."""
     from pbsens.problems.conditions import condition_estimates, problem_conditions
-    from pbsens.problems.simulate import simulate
+    from pbsens.simulation.segments import simulate
     problem, m, tr, ref, times, S0 = petab_case()
     est = condition_estimates(problem, method="pbsr")
     assert est == condition_estimates(problem, method="pbsr", solver="rodas5p", rtol=1e-8, atol=1e-10)

@@ -26,7 +26,7 @@ def brannmark():
 
 
 def fs_reference(m, times, p, x0, S0):
-    from pbsens.problems.simulate import simulate
+    from pbsens.simulation.segments import simulate
     return simulate(m, times, p, x0=x0, S0=S0, method="fs", solver="Radau", rtol=1e-10, atol=1e-12)
 
 
@@ -42,7 +42,7 @@ def test_estimate_carried_across_a_breakpoint(method):
     error carried as a signed matrix is within 10x of the true error at every output time after
     t0. Carrying norms (the benchmark's former per-column sum) over-stated it 21x and 38x after
     the breakpoint for exp2."""
-    from pbsens.problems.simulate import simulate
+    from pbsens.simulation.segments import simulate
     problem, conds = brannmark()
     times, p, x0, S0, has_stops = conds["TwoSteps"]
     assert has_stops
@@ -96,7 +96,7 @@ def test_condition_estimates_cover_breakpoint_conditions():
         est = condition_estimates(problem, method="exp2", solver="LSODA", rtol=1e-5, atol=1e-6)
     name = next(c for c in problem.conditions if c.endswith("TwoSteps"))
     times, p, x0, S0, _ = conds["TwoSteps"]
-    from pbsens.problems.simulate import simulate
+    from pbsens.simulation.segments import simulate
     sim = simulate(problem.model, times, p, x0=x0, S0=S0, method="exp2", solver="LSODA", rtol=1e-5, atol=1e-6)
     E = rel(sim.S, fs_reference(problem.model, times, p, x0, S0).S)[1:]
     assert est[name] is not None and 0.1 <= est[name] / E.max() <= 10, (est[name], E.max())
@@ -105,7 +105,7 @@ def test_condition_estimates_cover_breakpoint_conditions():
 def test_simulate_estimate_error_bad_input():
     problem, conds = brannmark()
     times, p, x0, S0, _ = conds["TwoSteps"]
-    from pbsens.problems.simulate import simulate
+    from pbsens.simulation.segments import simulate
     with pytest.raises(PbsensError, match="estimate_error"):
         simulate(problem.model, times, p, x0=x0, S0=S0, method="fs", estimate_error=True)
     with pytest.raises(PbsensError, match="estimate_error"):

@@ -1,4 +1,4 @@
-"""Time-triggered events and piecewise-in-time breakpoints: pbsens.problems.simulate against
+"""Time-triggered events and piecewise-in-time breakpoints: pbsens.simulation.segments against
 analytic solutions (sensitivities by sympy differentiation of the closed-form solution)."""
 import os
 
@@ -8,7 +8,7 @@ import sympy as sp
 
 import pbsens
 from pbsens.model.spec import ModelSpec
-from pbsens.problems.simulate import simulate
+from pbsens.simulation.segments import simulate
 
 HERE = os.path.dirname(__file__)
 SBML = os.path.join(HERE, "data", "sbml")

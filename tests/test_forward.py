@@ -5,7 +5,7 @@ from scipy.linalg import expm
 
 import pbsens
 from conftest import make_model
-from pbsens.forward import _bound_functions, forward_sensitivities
+from pbsens.sensitivity.forward import _bound_functions, forward_sensitivities
 
 
 def _max_rel(a, b):
@@ -121,7 +121,7 @@ def test_dense_or_no_jacobian(lti, method, jacobian):
 
 def test_structured_jacobian_reaches_solver(pka, monkeypatch):
     """The augmented Jacobian (CSC, SuperLU) must really be used by BDF and Radau: one per njev."""
-    import pbsens.forward as fwd
+    import pbsens.sensitivity.forward as fwd
     calls = {"jac": 0}
     data = fwd._csc_data
 
@@ -169,7 +169,7 @@ def test_csc_jacobian_handed_to_scipy_matches_finite_differences(pka):
     """The CSC Jacobian BDF/Radau factorise (numba fill, zeros left out) is the Jacobian of the rhs they step."""
     from scipy.sparse import issparse
 
-    import pbsens.forward as fwd
+    import pbsens.sensitivity.forward as fwd
     idx = np.array([0, 3, 7, 20], dtype=np.int64)
     nx, ns = pka.n_states, idx.size
     n = nx * (ns + 1)

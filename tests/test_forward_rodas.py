@@ -10,7 +10,7 @@ from scipy.linalg import expm
 
 import pbsens
 from conftest import make_model
-from pbsens.forward import _AUGMENTED_SOLVERS, forward_sensitivities
+from pbsens.sensitivity.forward import _AUGMENTED_SOLVERS, forward_sensitivities
 
 
 def _max_rel(a, b):
@@ -173,7 +173,7 @@ def test_outputs_as_the_steps_go_equal_the_merged_full_solve(pka, capacity):
     """rodas5p_sensitivities_at (buffers emptied when full) takes the same steps and gives, to the
     bit, the states the full solve's merge_outputs gives at the output times: grid points hit
     exactly, points inside steps, and the end."""
-    from pbsens.forward import _rodas_addresses
+    from pbsens.sensitivity.forward import _rodas_addresses
     from pbsens.kernels import rosenbrock as k
     m = pka
     idx = np.array([3, 20], dtype=np.int64)

@@ -1,5 +1,5 @@
 """The front door's shape: one `sensitivities` whose signature and docstring editors and help()
-see, and the method table (pbsens.methods) agreeing with the kernels' codes and with what the
+see, and the method table (pbsens.sensitivity.methods) agreeing with the kernels' codes and with what the
 march does on a tiny model."""
 import ast
 import importlib
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import pbsens
-from pbsens import error_estimate, sparse_path
+from pbsens.sensitivity import error as error_estimate, sparse as sparse_path
 from pbsens.kernels import codes
-from pbsens.methods import FORWARD, METHOD_INFO, METHODS, MethodInfo, method_info, methods_with
-from pbsens.result import BRANCH_NAMES
+from pbsens.sensitivity.methods import FORWARD, METHOD_INFO, METHODS, MethodInfo, method_info, methods_with
+from pbsens.sensitivity.result import BRANCH_NAMES
 
-sens_module = importlib.import_module("pbsens.sensitivities")   # the module, not the function
+sens_module = importlib.import_module("pbsens.sensitivity.posthoc")   # the module, not the function
 
 
 def test_signature_lists_the_real_parameters():

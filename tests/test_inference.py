@@ -7,7 +7,7 @@ import pytest
 
 import pbsens
 from pbsens import PbsensError, SolverError
-from pbsens.forward import forward_sensitivities
+from pbsens.sensitivity.forward import forward_sensitivities
 from pbsens.inference import (GaussianLikelihood, LogPosterior, MCMCResult, NormalPrior,
                               fisher_information, output_sensitivities, smmala)
 

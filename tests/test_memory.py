@@ -1,10 +1,10 @@
-"""pbsens.memory.empty: numpy's array, advised off transparent huge pages when large (Linux)."""
+"""pbsens.system.memory.empty: numpy's array, advised off transparent huge pages when large (Linux)."""
 import sys
 
 import numpy as np
 import pytest
 
-from pbsens import memory
+from pbsens.system import memory
 
 
 def _vm_flags(addr):

@@ -6,9 +6,9 @@ import pytest
 
 import pbsens
 from conftest import make_model
-from pbsens.forward import forward_sensitivities
-from pbsens.metrics import kappa_bar, relative_error
-from pbsens.result import SensitivityResult
+from pbsens.sensitivity.forward import forward_sensitivities
+from pbsens.sensitivity.metrics import kappa_bar, relative_error
+from pbsens.sensitivity.result import SensitivityResult
 
 
 def _result(t, S, **kw):

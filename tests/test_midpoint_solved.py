@@ -12,7 +12,7 @@ import pytest
 import scipy.linalg as sla
 
 import pbsens
-from pbsens import sparse_path
+from pbsens.sensitivity import sparse as sparse_path
 from pbsens.kernels.lapack import inverse_inplace, pivots
 from pbsens.kernels.midpoint import exp2_correct_sparse_into, exp2_correct_sparse_solved_into
 from pbsens.kernels.phi import exp_phi123_into

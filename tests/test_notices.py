@@ -5,7 +5,7 @@ import os
 import pytest
 
 import pbsens.kernels as kernels
-from pbsens import notices
+from pbsens.system import notices
 
 
 @pytest.fixture

@@ -170,7 +170,7 @@ def test_solver_failure_names_the_condition_and_gives_minus_inf_to_samplers():
 
 
 def test_every_post_hoc_method_and_fs_give_the_gradient():
-    from pbsens.sensitivities import METHODS
+    from pbsens.sensitivity.posthoc import METHODS
     problem = pbpetab.load(CASES_DIR / "0002" / "_0002.yaml")
     th = problem.x_nominal + 0.05
     h = 1e-5

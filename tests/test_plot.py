@@ -1,4 +1,4 @@
-"""Plots (pbsens.plot) and analysis helpers (pbsens.analysis) on hand-built results.
+"""Plots (pbsens.report.plot) and analysis helpers (pbsens.report.analysis) on hand-built results.
 
 No model is compiled here: every result is built by hand so that the expected
 answer (ranking, rank deficiency, shaded intervals, markers) is known exactly.
@@ -12,12 +12,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from pbsens.analysis import (Identifiability, identifiability, normalized_sensitivities,  # noqa: E402
-                             rank_parameters)
+from pbsens.report.analysis import Identifiability, identifiability, normalized_sensitivities, rank_parameters
 from pbsens.errors import PbsensError  # noqa: E402
-from pbsens.plot import (branch_at_times, plot_kappa_bar, plot_relative_error,  # noqa: E402
-                         plot_sensitivities)
-from pbsens.result import SensitivityResult  # noqa: E402
+from pbsens.report.plot import branch_at_times, plot_kappa_bar, plot_relative_error, plot_sensitivities
+from pbsens.sensitivity.result import SensitivityResult  # noqa: E402
 
 #: branch of each of the 10 grid intervals of the fake PBSR run
 BRANCHES = ["pbs", "pbs", "exp-stiff", "exp-stiff", "pbs", "exp-equilibrium", "exp-equilibrium",

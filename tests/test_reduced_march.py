@@ -13,7 +13,7 @@ import scipy.linalg as sla
 from scipy.sparse import csr_matrix, random as sprandom
 
 import pbsens
-from pbsens import sparse_path
+from pbsens.sensitivity import sparse as sparse_path
 from pbsens.kernels.reduced import reduce_b_into, reduce_into
 from pbsens.model.conservation import dependent_states, shared_left_null_space
 from conftest import make_model

@@ -6,7 +6,7 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import expm
 
 import pbsens
-from pbsens.sensitivities import sensitivities
+from pbsens.sensitivity.posthoc import sensitivities
 from conftest import make_model
 from reference import reference_march
 

@@ -6,8 +6,8 @@ import pytest
 
 import pbsens
 from pbsens.errors import PbsensError
-from pbsens.sensitivities import sensitivities
-from pbsens.sparse_path import _reduced_pattern
+from pbsens.sensitivity.posthoc import sensitivities
+from pbsens.sensitivity.sparse import _reduced_pattern
 from reference import mass_action_network, reference_march, rel_max
 
 

@@ -6,11 +6,11 @@ from hypothesis import given, settings, strategies as st
 
 import pbsens
 from pbsens.errors import PbsensError
-from pbsens import sparse_path
+from pbsens.sensitivity import sparse as sparse_path
 from pbsens.model import sparsity
 from pbsens.model.mass_action import random_mass_action_model
-from pbsens.sensitivities import sensitivities
-from pbsens.sparse_path import SPARSE_MIN_STATES, state_jacobian
+from pbsens.sensitivity.posthoc import sensitivities
+from pbsens.sensitivity.sparse import SPARSE_MIN_STATES, state_jacobian
 from reference import mass_action_network, reference_march, rel_max
 
 

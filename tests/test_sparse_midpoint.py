@@ -13,10 +13,10 @@ import pytest
 import scipy.sparse as sp
 
 import pbsens
-from pbsens import sparse_path
+from pbsens.sensitivity import sparse as sparse_path
 from pbsens.kernels.midpoint import exp2_correct_into, exp2_correct_sparse_into
 from pbsens.model.mass_action import random_mass_action_model
-from pbsens.sensitivities import sensitivities
+from pbsens.sensitivity.posthoc import sensitivities
 from pbsens.solvers.refine import lone_points, midpoint_plan
 from reference import ref_exp2_step, ref_phi123, rel_max
 

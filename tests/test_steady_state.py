@@ -1,12 +1,12 @@
-"""Steady states and their sensitivities (pbsens.problems.steady_state) against analytic
+"""Steady states and their sensitivities (pbsens.simulation.steady_state) against analytic
 solutions and against forward sensitivities integrated to a long time."""
 import numpy as np
 import pytest
 
 import pbsens
 from pbsens.model.spec import ModelSpec
-from pbsens.problems.simulate import simulate
-from pbsens.problems.steady_state import conservation_laws, steady_state
+from pbsens.simulation.segments import simulate
+from pbsens.simulation.steady_state import conservation_laws, steady_state
 
 
 def _model(d):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import pbsens
-from pbsens.problems.steady_state import steady_state
+from pbsens.simulation.steady_state import steady_state
 
 PETAB = pathlib.Path(__file__).parent / "data" / "petab"
 _CACHE = {}
@@ -77,7 +77,7 @@ def test_condition_estimates_and_evaluate_pass_their_solver_to_the_steady_state(
     evaluation it estimates (``Problem.evaluate``'s defaults: Rodas5P, 1e-8, 1e-10; it was LSODA at
     1e-10, 1e-12 whatever was asked), and ``Problem.evaluate`` with its own; a budget overrun names
     the condition and the solver."""
-    import pbsens.problems.steady_state as ss_module
+    import pbsens.simulation.steady_state as ss_module
     from pbsens.problems.conditions import condition_estimates
     problem, *_ = brannmark()
     seen = []

@@ -7,9 +7,9 @@ import pytest
 
 import pbsens
 import importlib
-from pbsens.threads import blas_single_thread, limit_blas_threads
+from pbsens.system.threads import blas_single_thread, limit_blas_threads
 
-sens_module = importlib.import_module("pbsens.sensitivities")   # the module, not the function
+sens_module = importlib.import_module("pbsens.sensitivity.posthoc")   # the module, not the function
 
 
 from blas_threads import blas_counts as _blas_counts, two_blas_threads  # noqa: E402,F401 - fixture

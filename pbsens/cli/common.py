@@ -228,7 +228,7 @@ def result_columns(r):
 
 
 def write_result(path, r, t_span=None):
-    """Write a :class:`~pbsens.result.SensitivityResult` to ``.npz`` or ``.csv``, with names.
+    """Write a :class:`~pbsens.sensitivity.result.SensitivityResult` to ``.npz`` or ``.csv``, with names.
 
     Parameters
     ----------
@@ -275,11 +275,11 @@ def branch_summary(r):
 
 
 def forward_function():
-    """:func:`pbsens.forward.forward_sensitivities`, or a PbsensError when it cannot be imported."""
+    """:func:`pbsens.sensitivity.forward.forward_sensitivities`, or a PbsensError when it cannot be imported."""
     try:
-        from ..forward import forward_sensitivities
+        from ..sensitivity.forward import forward_sensitivities
     except ImportError as exc:  # pragma: no cover - module written by another part of the project
-        raise PbsensError(f"forward sensitivities are not available (cannot import pbsens.forward: {exc})") \
+        raise PbsensError(f"forward sensitivities are not available (cannot import pbsens.sensitivity.forward: {exc})") \
             from None
     return forward_sensitivities
 
@@ -287,9 +287,9 @@ def forward_function():
 def metric_functions():
     """``(relative_error, kappa_bar)``, or a PbsensError when they cannot be imported."""
     try:
-        from ..metrics import kappa_bar, relative_error
+        from ..sensitivity.metrics import kappa_bar, relative_error
     except ImportError as exc:
-        raise PbsensError(f"accuracy measures are not available (cannot import pbsens.metrics: {exc})") from None
+        raise PbsensError(f"accuracy measures are not available (cannot import pbsens.sensitivity.metrics: {exc})") from None
     return relative_error, kappa_bar
 
 

@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from .. import sensitivities as _sensitivities
-from ..forward import forward_sensitivities as _forward
+from ..sensitivity.forward import forward_sensitivities as _forward
 from . import common
 from .common import (PLOT_EXT, TABLE_EXT, add_command, add_force, add_model_and_span, add_out, add_plot, add_quiet,
                      add_solver_options, api_default, branch_summary, check_distinct, check_path, fmt_time,
@@ -88,7 +88,8 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver=_STATE["solver"],
     """
     from tqdm.auto import tqdm
 
-    from .. import sensitivities, solve_states
+    from .. import sensitivities
+    from .. import solve_states
     relative_error, kappa_bar = metric_functions()
     fs = forward_function()
     methods = _check_methods(methods)
@@ -162,7 +163,7 @@ _REF_METHODS = ("Radau", "rodas5p", "BDF")
 def _check_methods(methods):
     """``methods`` as a tuple of distinct post-hoc method names (PbsensError naming it otherwise)."""
     from ..errors import PbsensError
-    from ..sensitivities import METHODS
+    from ..sensitivity.posthoc import METHODS
     if isinstance(methods, str):
         methods = (methods,)
     methods = tuple(dict.fromkeys(methods))
@@ -271,7 +272,7 @@ def _jsonable(v):
 def _compare_figure(c, path):
     from matplotlib.figure import Figure
 
-    from ..plot import plot_kappa_bar, plot_relative_error
+    from ..report.plot import plot_kappa_bar, plot_relative_error
     r = c["results"][_branch_method(tuple(k for k in c["results"] if k != "fs"))]
     panels = 2 if c["kappa_bar"] else 1
     fig = Figure(figsize=(7.0, 3.5 * panels), dpi=100, layout="constrained")

@@ -22,7 +22,7 @@ __all__ = ["add_parser", "run", "read_theta", "plot_fit"]
 def add_parser(subparsers):
     """Add the ``petab`` subcommand to an ``argparse`` subparsers object."""
     from ..problems import Problem
-    from ..sensitivities import METHODS
+    from ..sensitivity.posthoc import METHODS
     sp = subparsers.add_parser(
         "petab", help="evaluate a PEtab estimation problem (llh, chi2, gradient, plot)",
         description="Read a PEtab v1 problem, simulate every condition and print the log-likelihood, "

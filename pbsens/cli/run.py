@@ -73,7 +73,8 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
     -------
     SensitivityResult
     """
-    from .. import sensitivities, solve_states
+    from .. import sensitivities
+    from .. import solve_states
     d = _defaults(method)
     solver = d["solver"] if solver is None else solver
     rtol = d["rtol"] if rtol is None else rtol
@@ -87,7 +88,7 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
         fs = forward_function()
         return fs(model, t_span, t_eval=t_eval, p=p, method=solver, rtol=rtol, atol=atol)
     interpolation = interpolation or api_default(sensitivities, "interpolation")
-    from ..sensitivities import DEFAULT_SUBSTEPS
+    from ..sensitivity.posthoc import DEFAULT_SUBSTEPS
     t0 = time.perf_counter()
     # dense output as sensitivities() asks for when it solves the states itself: for the interpolation
     # and for the solver's default sub-steps (rodas5p)
@@ -160,7 +161,7 @@ def run(args):
         say(args, f"wrote {args.out}: t ({K},), x ({K}, {nx}), S ({K}, {nx}, {np_}) with state and "
                    "parameter names")
     if args.plot:
-        from ..plot import plot_sensitivities
+        from ..report.plot import plot_sensitivities
         plot_sensitivities(r, top=args.top, normalized=args.normalized, path=args.plot)
         say(args, f"wrote {args.plot}")
     return 0

@@ -22,7 +22,7 @@ def _sample():
 
 def add_parser(subparsers):
     """Add the ``sample`` subcommand to an ``argparse`` subparsers object."""
-    from ..sensitivities import METHODS
+    from ..sensitivity.posthoc import METHODS
     sample = _sample()
     d = {k: api_default(sample, k) for k in ("chains", "draws", "method", "metric_floor")}
     sp = subparsers.add_parser(

@@ -320,7 +320,7 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     chains = _check_int(chains, "chains", 1)
     draws = _check_int(draws, "draws", 1)
     burn_in = draws // 2 if burn_in is None else _check_int(burn_in, "burn_in", 0)
-    from ..sensitivities import METHODS
+    from ..sensitivity.posthoc import METHODS
     if method != "fs" and method not in METHODS:
         raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ..errors import PbsensError, SolverError
-from ..sensitivity_params import select_params
+from ..sensitivity.params import select_params
 from ..solvers import check_t_eval, check_time
 from .fisher import broadcast_sigma, weighted_gram
 from .observables import n_observables, observable_names, output_sensitivities
@@ -26,7 +26,7 @@ from .observables import n_observables, observable_names, output_sensitivities
 __all__ = ["GaussianLikelihood", "LIKELIHOOD_METHODS"]
 
 #: Sensitivity methods a likelihood can use: the post-hoc ones of
-#: :func:`pbsens.sensitivities` and ``"fs"`` (:func:`pbsens.forward.forward_sensitivities`).
+#: :func:`pbsens.sensitivities` and ``"fs"`` (:func:`pbsens.sensitivity.forward.forward_sensitivities`).
 LIKELIHOOD_METHODS = ("pbsr", "exp", "pbs", "exp2", "pbsr2", "fs")
 
 _LOG_MAX = math.log(np.finfo(np.float64).max) - 1.0
@@ -73,7 +73,7 @@ class GaussianLikelihood:
     method : {"pbsr", "exp", "pbs", "exp2", "pbsr2", "fs"}
         How sensitivities are computed: a post-hoc method of
         :func:`pbsens.sensitivities` on the state solver's grid, or ``"fs"``, forward
-        sensitivities (:func:`pbsens.forward.forward_sensitivities`) for ``params`` only.
+        sensitivities (:func:`pbsens.sensitivity.forward.forward_sensitivities`) for ``params`` only.
     t0 : float
         Initial time of the solve (default 0).
     x0 : array_like, optional
@@ -230,7 +230,7 @@ class GaussianLikelihood:
         SolverError
             The solve fails or gives NaN/inf for this ``theta``.
         """
-        from ..sensitivities import sensitivities  # deferred: keeps import order simple
+        from ..sensitivity.posthoc import sensitivities  # deferred: keeps import order simple
 
         p = self.full_p(theta)
         m = self.model
@@ -243,7 +243,7 @@ class GaussianLikelihood:
         self.n_solves += 1
         try:
             if self.method == "fs":
-                from ..forward import forward_sensitivities
+                from ..sensitivity.forward import forward_sensitivities
                 if self.solver is not None:
                     kw["method"] = self.solver
                 r = forward_sensitivities(m, t_span, t_eval=self.t, p=p, x0=self.x0,

@@ -29,7 +29,7 @@ def observable_names(model) -> list:
 
 
 def check_result(r, name="r"):
-    """Validate a :class:`~pbsens.result.SensitivityResult`-like object; return ``(t, x, S)``."""
+    """Validate a :class:`~pbsens.sensitivity.result.SensitivityResult`-like object; return ``(t, x, S)``."""
     try:
         t = np.asarray(r.t, dtype=np.float64)
         x = np.asarray(r.x, dtype=np.float64)
@@ -51,7 +51,7 @@ def output_sensitivities(model, r):
 
     METHOD.md section 8. The columns of ``S_y`` are the columns of ``r.S``:
     all model parameters for the post-hoc methods, or the ``params`` subset of
-    :func:`pbsens.forward.forward_sensitivities` (matched by ``r.param_names``).
+    :func:`pbsens.sensitivity.forward.forward_sensitivities` (matched by ``r.param_names``).
 
     Parameters
     ----------

@@ -78,7 +78,7 @@ def _check_cache():
     here = os.path.dirname(os.path.abspath(__file__))
     drop_stale_cache(glob.glob(os.path.join(glob.escape(here), "*.py")), [numba_cache_dir(here)])
     if not glob.glob(os.path.join(glob.escape(numba_cache_dir(here)), "*.nbi")):
-        from ..notices import notice
+        from ..system.notices import notice
         notice("kernels", "compiling the numerical kernels once for this machine (about a minute; "
                           "later runs load them from the cache)")
 

@@ -68,7 +68,7 @@ def system_jac(jac, jacs, idx, WA, WB, t, z, p, c, J):
     derivatives of ``f``: forward differences of the exact Jacobians ``A``,
     ``B`` in each state direction (one ``jacs`` call per state), increment
     ``sqrt(eps) max(|x_k|, 1e-3 max|x|, 1e-12)``; scipy's methods in
-    :mod:`pbsens.forward` use this same kernel. ``z[k]`` is perturbed in place and
+    :mod:`pbsens.sensitivity.forward` use this same kernel. ``z[k]`` is perturbed in place and
     restored bit for bit.
     """
     ns = idx.shape[0]
@@ -143,7 +143,7 @@ def fill_csc(J, data, indices, indptr):
     ``A[:, k]`` in the rows of block ``j + 1``. Exact zeros are left out: the
     methods form ``I - c J`` with sparse arithmetic, which drops them anyway,
     so the Newton matrix is the same, formed from half as many entries.
-    ``data``/``indices`` need room for ``nx n + ns nx^2`` entries (:func:`pbsens.forward._csc_work`).
+    ``data``/``indices`` need room for ``nx n + ns nx^2`` entries (:func:`pbsens.sensitivity.forward._csc_work`).
     """
     n, nx = J.shape
     ns = n // nx - 1

@@ -7,7 +7,7 @@ METHOD_CODES = {"exp": METHOD_EXP, "pbs": METHOD_PBS, "pbsr": METHOD_PBSR,
 #: How states at refinement points are obtained.
 INTERP_LINEAR, INTERP_HERMITE, INTERP_DENSE = 0, 1, 2
 INTERP_CODES = {"linear": INTERP_LINEAR, "hermite": INTERP_HERMITE, "dense": INTERP_DENSE}
-#: Branch per grid interval; indices into ``pbsens.result.BRANCH_NAMES``.
+#: Branch per grid interval; indices into ``pbsens.sensitivity.result.BRANCH_NAMES``.
 BRANCH_PBS, BRANCH_EQUILIBRIUM, BRANCH_STIFF, BRANCH_EXP, BRANCH_EXP2 = 0, 1, 2, 3, 4
 #: Matrix norms: 1-norm (max column sum), inf-norm (max row sum), Frobenius; "scaled": the
 #: 1-norm of ``D^-1 A D``, ``D = diag(|x_k| + atol)`` (switch only; not a ``linalg`` norm).

@@ -38,7 +38,7 @@ import warnings
 
 from .._version import __version__
 from ..errors import ModelError, PbsensError
-from ..notices import notice
+from ..system.notices import notice
 from . import cache
 from .cache import CacheWarning, cache_dir
 from .spec import ModelSpec

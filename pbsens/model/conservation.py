@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..threads import blas_single_thread
+from ..system.threads import blas_single_thread
 
 __all__ = ["shared_left_null_space", "dependent_states", "MAX_STATES", "MAX_COND"]
 

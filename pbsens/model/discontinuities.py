@@ -10,7 +10,7 @@ time known before the solve:
   named by the event are set to ``g(t, x, p)``.
 
 A solver must stop exactly there (never step across) and the sensitivities
-jump there (see :func:`pbsens.problems.simulate.simulate`), which needs
+jump there (see :func:`pbsens.simulation.segments.simulate`), which needs
 ``tau(p)``, ``d tau/dp`` and, for events, ``g``, ``dg/dx``, ``dg/dp``,
 ``dg/dt``. This module finds them symbolically and writes them as a plain
 Python module (no numba: they run a few times per solve) into the same disk

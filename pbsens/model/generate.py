@@ -28,7 +28,7 @@ class _Printer(PythonCodePrinter):
 
     def _print_DiracDelta(self, expr):
         # the derivative of a step is zero away from the step; at a step in time the solvers stop and
-        # the sensitivities jump (pbsens.problems.simulate), so the Jacobians only need the zero part
+        # the sensitivities jump (pbsens.simulation.segments), so the Jacobians only need the zero part
         return "0.0"
 
     def _print_sign(self, expr):

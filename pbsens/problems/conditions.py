@@ -10,8 +10,8 @@ import numpy as np
 from ..errors import AccuracyWarning, SolverError
 from .priors import unscale
 from .problem import evaluation_options, steady_state_options_of
-from .simulate import simulate
-from .steady_state import steady_state
+from ..simulation.segments import simulate
+from ..simulation.steady_state import steady_state
 
 __all__ = ["problem_conditions", "condition_estimates"]
 
@@ -23,7 +23,7 @@ def problem_conditions(problem, theta=None, steady_state_tol=(1e-10, 1e-12), ste
     :meth:`Problem.evaluate` builds it at ``theta`` (default the nominal values):
     the condition's model parameters, its initial state and sensitivity (after
     the preequilibration, solved here by
-    :func:`pbsens.problems.steady_state.steady_state` at ``steady_state_tol``
+    :func:`pbsens.simulation.steady_state.steady_state` at ``steady_state_tol``
     (``(rtol, atol)``) with its other defaults (the approach by the compiled
     Rodas5P), updated by ``steady_state_options`` (``solver``, ``rtol``, ``atol``,
     ``max_nfev``, ...), and the condition's state overrides), and its finite output
@@ -31,7 +31,7 @@ def problem_conditions(problem, theta=None, steady_state_tol=(1e-10, 1e-12), ste
     parameters and start) share its steady state. ``has_stops``: a breakpoint lies
     in ``(0, times[-1])`` or an event in
     ``(0, times[-1]]`` (the plain post-hoc march does not apply across it;
-    :func:`pbsens.problems.simulate.simulate` does). A breakpoint at the last
+    :func:`pbsens.simulation.segments.simulate` does). A breakpoint at the last
     output time changes nothing before it; there the march gives ``S`` without
     the jump ``(f_- - f_+) dtau/dp``.
 
@@ -81,7 +81,7 @@ def condition_estimates(problem, theta=None, method="exp2", solver=None, rtol=No
     """``{condition: max_k error_estimate}`` of a PEtab problem's post-hoc sensitivities.
 
     Per condition (:func:`problem_conditions`): the simulation :meth:`Problem.evaluate`
-    runs, with ``estimate_error=True`` (:func:`pbsens.problems.simulate.simulate`: a
+    runs, with ``estimate_error=True`` (:func:`pbsens.simulation.segments.simulate`: a
     condition with breakpoints or events inside its span is simulated segment by segment
     with the error carried across them); the largest estimate over the output times after
     ``t0``. ``solver``, ``rtol``, ``atol``: None takes ``Problem.evaluate``'s defaults

@@ -123,13 +123,13 @@ def _bound_outputs(model):
 
 def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None, key=None):
     """States (K, nx) and sensitivities (K, nx, np) at ``times`` (plus the steady state
-    when ``has_inf``), by :func:`pbsens.problems.simulate.simulate`.
+    when ``has_inf``), by :func:`pbsens.simulation.segments.simulate`.
 
     ``checked``: a set of option signatures ``key`` (hashable: method, sensitivities and
     the options) that :func:`simulate` has accepted before on this model; for those,
     its argument checks are skipped (``run_checked``).
     """
-    from .simulate import run_checked, simulate, split_options
+    from ..simulation.segments import run_checked, simulate, split_options
     t_eval = np.concatenate([times, [np.inf]]) if has_inf else times
     opts = dict(opts)
     opts.setdefault("steady_state_options", steady_state_options_of(opts))
@@ -167,7 +167,7 @@ def steady_state_options_of(opts):
 
 
 def _steady_state(model, p, x0, S0, sens, opts):
-    from .steady_state import steady_state
+    from ..simulation.steady_state import steady_state
     ss = steady_state_options_of(opts)
     ss.update(opts.get("steady_state_options") or {})
     x, S = steady_state(model, p, x0, S0, sensitivities=sens, **ss)
@@ -306,7 +306,7 @@ class Problem:
             midpoint correction on the solver's long steps instead; ``substeps=1``
             marches on the solver's own grid, faster and less accurate) or of the
             joint solve (``"fs"``; default ``"rodas5p"``, 1e-8, 1e-10), and any other
-            option the simulation accepts (:func:`pbsens.problems.simulate.simulate`).
+            option the simulation accepts (:func:`pbsens.simulation.segments.simulate`).
             ``max_nfev`` without a ``solver`` selects scipy's LSODA (BDF for ``"fs"``),
             the solvers that take it.
 
@@ -331,12 +331,12 @@ class Problem:
             A noise formula evaluates to ``sigma <= 0`` (or NaN): the message names
             the observable file's row and column and the measurement row.
         """
-        from ..sensitivities import METHODS
+        from ..sensitivity.posthoc import METHODS
         if method != "fs" and method not in METHODS:
             raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
         th = self._theta(theta)
         opts = evaluation_options(method, sensitivities, solver_options)
-        from ..threads import blas_single_thread
+        from ..system.threads import blas_single_thread
         with blas_single_thread():     # once per evaluation, not once per solve inside it
             return self._evaluate(th, method, sensitivities, opts)
 

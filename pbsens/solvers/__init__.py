@@ -61,7 +61,7 @@ import numbers
 
 from ..errors import PbsensError
 from ..model.model import check_model
-from ..threads import limit_blas_threads
+from ..system.threads import limit_blas_threads
 from . import rosenbrock
 from .scipy_steppers import STEPPERS, solve_scipy
 from .trajectory import Trajectory, check_t_eval, check_t_span, check_time, check_tolerance, check_tstops, merge_grid

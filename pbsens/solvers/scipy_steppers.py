@@ -17,7 +17,7 @@ exactly those of scipy's own driver. The loop is the one place where
 
 :func:`solve_scipy` is the state solve of a :class:`~pbsens.model.model.Model`
 on top of it (the implementation behind ``solve_states(method="LSODA")`` etc.);
-:func:`pbsens.forward.forward_sensitivities` uses :func:`integrate` directly.
+:func:`pbsens.sensitivity.forward.forward_sensitivities` uses :func:`integrate` directly.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .kernels import codes
+from ..kernels import codes
 
 __all__ = ["MethodInfo", "METHOD_INFO", "METHODS", "FORWARD", "method_info", "methods_with"]
 
@@ -38,7 +38,7 @@ class MethodInfo:
     exponential : bool
         The exponential step on every interval (no PBS sub-steps).
     sparse : bool
-        Has a sparse march (``linalg="sparse"``, :mod:`pbsens.sparse_path`).
+        Has a sparse march (``linalg="sparse"``, :mod:`pbsens.sensitivity.sparse`).
     midpoint : bool
         The midpoint correction of long solver intervals applies (``midpoint=``,
         METHOD.md section 14).

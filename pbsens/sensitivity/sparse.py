@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import PbsensError
+from ..errors import PbsensError
 from .methods import METHOD_INFO, method_info, methods_with
 
 __all__ = ["LINALG", "SPARSE_MIN_STATES", "SPARSE_MAX_DENSITY", "SPARSE_METHODS", "choose", "SparseRunner"]
 
 #: Values of ``sensitivities(..., linalg=...)``.
 LINALG = ("auto", "dense", "sparse")
-#: Methods with a sparse march (``sparse`` in :data:`pbsens.methods.METHOD_INFO`).
+#: Methods with a sparse march (``sparse`` in :data:`pbsens.sensitivity.methods.METHOD_INFO`).
 SPARSE_METHODS = methods_with(sparse=True)
 #: ``linalg="auto"``: smallest number of states for the sparse path (below it the dense
 #: kernels, unchanged, are as fast or faster; docs/PERFORMANCE.md).
@@ -46,7 +46,7 @@ def choose(model, method, linalg) -> bool:
         return True
     if not _has_sparse_march(method) or model.n_states < SPARSE_MIN_STATES:
         return False
-    from .model.sparsity import density
+    from ..model.sparsity import density
     return density(model) <= SPARSE_MAX_DENSITY
 
 
@@ -59,9 +59,9 @@ class SparseRunner:
     """The sparse march bound to one model (its compiled functions passed by address)."""
 
     def __init__(self, model):
-        from .kernels.march import _Compiled
-        from .kernels.signatures import jacs_fn_sig, vector_fn_sig
-        from .model.sparsity import sparse_jacobians
+        from ..kernels.march import _Compiled
+        from ..kernels.signatures import jacs_fn_sig, vector_fn_sig
+        from ..model.sparsity import sparse_jacobians
         self.model = model
         self.sj = sparse_jacobians(model)
         self._jacs = _Compiled(model.fns.jacs_into, jacs_fn_sig)
@@ -85,8 +85,8 @@ class SparseRunner:
         and whose initial value is zero stays exactly zero (``S' = A S``, ``S(t0) = 0``), and
         is written as zeros without a step (METHOD.md section 12).
         """
-        from .kernels.sparse_march import sparse_march
-        from .model.sparsity import extend
+        from ..kernels.sparse_march import sparse_march
+        from ..model.sparsity import extend
         c = self.model.constants
         nx = self.model.n_states
         cols = np.arange(self.model.n_params, dtype=np.int64) if cols is None else np.asarray(cols, np.int64)
@@ -98,7 +98,7 @@ class SparseRunner:
         info = method_info(method_code)
         if (info.midpoint and np.any(mid_index >= 0) and nx <= DENSE_STEP_MAX_STATES
                 and self._laws is None):
-            from .model.conservation import shared_left_null_space
+            from ..model.conservation import shared_left_null_space
             self._laws = shared_left_null_space(self.model, p)
         laws = self._laws if self._laws is not None else np.zeros((0, nx))
         dep, K, LDinv = self._eliminated(laws, t, x, p)
@@ -141,7 +141,7 @@ class SparseRunner:
         nx = self.model.n_states
         if laws.shape[0] == 0 or not self.reduce_laws or t.size == 0:
             return np.zeros(0, np.int64), np.zeros((0, max(nx - laws.shape[0], 0))), np.zeros((0, 0))
-        from .model.conservation import dependent_states
+        from ..model.conservation import dependent_states
         rate = np.zeros(nx)
         A = np.empty((nx, nx))
         B = np.empty((nx, self.model.n_params))
@@ -195,13 +195,13 @@ def state_jacobian(model, p=None):
     sparse LU by SuperLU instead of a dense ``O(nx^3)`` factorisation)."""
     import scipy.sparse as sp
 
-    from .model.sparsity import sparse_jacobians
+    from ..model.sparsity import sparse_jacobians
     sj = sparse_jacobians(model)
     p = model.check_p(p)
     c = model.constants
     nx = model.n_states
     if sj.gather:
-        from .kernels.sparse_march import gather_csr
+        from ..kernels.sparse_march import gather_csr
         fn = model.fns.jac_x_into
 
         def values(t, x, data):

@@ -8,7 +8,7 @@
   until the estimate meets the tolerance at every grid point, splitting the intervals whose
   local error exceeds their share, within ``max_refine`` rounds and ``max_grid_factor``.
 
-Both return a :class:`Marched`. The helpers of the estimate are in :mod:`pbsens.error_estimate`.
+Both return a :class:`Marched`. The helpers of the estimate are in :mod:`pbsens.sensitivity.error`.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import error_estimate, memory
-from .solvers.refine import child_plan, gap_ends, midpoint_plan, without_lone_points
+from . import error as error_estimate
+from ..system import memory
+from ..solvers.refine import child_plan, gap_ends, midpoint_plan, without_lone_points
 
 __all__ = ["Marched", "march_with_estimate", "refine_to_tolerance"]
 
@@ -57,7 +58,7 @@ class Marched:
 def march_with_estimate(model, opts, setup, march, timings, t0) -> Marched:
     """The march on the setup's grid; with ``opts.estimate_error`` its step-doubling estimate.
 
-    ``march``: the call's :class:`~pbsens.marcher.Marcher`; ``timings`` gains
+    ``march``: the call's :class:`~pbsens.sensitivity.marcher.Marcher`; ``timings`` gains
     ``"sensitivities"`` (since ``t0``) and ``"error_estimate"``.
     """
     t, x, out_index, sol = setup.t, setup.x, setup.out_index, setup.sol

@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .analysis import _check_result, _names, _state_indices, normalized_sensitivities, rank_parameters
-from .errors import PbsensError
+from ..errors import PbsensError
 
 __all__ = ["plot_sensitivities", "plot_kappa_bar", "plot_relative_error", "branch_at_times",
            "BRANCH_COLORS"]
@@ -182,7 +182,7 @@ def plot_sensitivities(r, states=None, top=5, normalized=False, *, ax=None, path
         parameters, normalised if ``normalized``).
     top : int
         Parameters per panel: the ``top`` highest ranked for that state by
-        :func:`pbsens.analysis.rank_parameters` (RMS over time).
+        :func:`pbsens.report.analysis.rank_parameters` (RMS over time).
     normalized : bool
         Plot ``(p_j / x_i) S_ij = d ln x_i / d ln p_j`` instead of ``S_ij``; times
         where ``x_i = 0`` are gaps (masked), not NaN.
@@ -197,7 +197,7 @@ def plot_sensitivities(r, states=None, top=5, normalized=False, *, ax=None, path
     logx : bool
         Logarithmic time axis (the first output time is dropped if it is <= 0).
     p : array_like, optional
-        Parameter values for the normalisation (see :func:`pbsens.analysis.normalized_sensitivities`).
+        Parameter values for the normalisation (see :func:`pbsens.report.analysis.normalized_sensitivities`).
 
     Returns
     -------

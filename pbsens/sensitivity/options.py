@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import sparse_path
-from .errors import PbsensError
-from .kernels import codes
+from . import sparse as sparse_path
+from ..errors import PbsensError
+from ..kernels import codes
 from .methods import METHOD_INFO, METHODS, MethodInfo
-from .model.model import check_model
+from ..model.model import check_model
 
 __all__ = ["SensitivityOptions", "check_options", "DEFAULT_SUBSTEPS", "DEFAULT_MIDPOINT"]
 
@@ -36,14 +36,14 @@ class SensitivityOptions:
     ``max_grid_factor``, ``sens_rtol``, ``sens_atol`` to float; ``n_max``, ``substeps``,
     ``max_refine``, ``max_split`` to int); ``sens_atol`` is 0.0 when ``sens_rtol`` is given
     without it. ``substeps=None`` and ``state_error="auto"`` are resolved later, where the
-    trajectory is known (:mod:`pbsens.march_setup`, :mod:`pbsens.state_error`).
+    trajectory is known (:mod:`pbsens.sensitivity.march_setup`, :mod:`pbsens.sensitivity.state_error`).
     ``use_sparse``: the ``linalg`` choice made for this model and method
-    (:func:`pbsens.sparse_path.choose`).
+    (:func:`pbsens.sensitivity.sparse.choose`).
 
     Attributes
     ----------
     method : {"pbsr", "exp", "pbs", "exp2", "pbsr2"}
-        The post-hoc method; its properties in :attr:`info` (:mod:`pbsens.methods`).
+        The post-hoc method; its properties in :attr:`info` (:mod:`pbsens.sensitivity.methods`).
     solver, rtol, atol :
         State solver settings when solving states here (:func:`solve_states`).
     n_factor, n_max, eq_tol : float, int, float
@@ -144,7 +144,7 @@ class SensitivityOptions:
         and the action of the exponential (Al-Mohy and Higham 2011) on ``S``, no dense
         ``n x n`` matrix (METHOD.md section 12); for large models with sparse Jacobians.
         ``"auto"`` (default): sparse for ``exp``/``exp2`` when the model has at least
-        ``pbsens.sparse_path.SPARSE_MIN_STATES`` states and ``A``'s density is at most
+        ``pbsens.sensitivity.sparse.SPARSE_MIN_STATES`` states and ``A``'s density is at most
         ``SPARSE_MAX_DENSITY`` (docs/PERFORMANCE.md), else dense.
     freeze : float
         ``method="exp2"`` on a grid refined with ``substeps`` (dense linear algebra, no
@@ -198,7 +198,7 @@ class SensitivityOptions:
 
     @property
     def info(self) -> MethodInfo:
-        """The method's record (:data:`pbsens.methods.METHOD_INFO`)."""
+        """The method's record (:data:`pbsens.sensitivity.methods.METHOD_INFO`)."""
         return METHOD_INFO[self.method]
 
     @property
@@ -229,7 +229,7 @@ def check_options(model, *, t_eval, S0, method, solver, rtol, atol, n_factor, n_
         raise PbsensError(f"'t_eval' must be a one-dimensional array of real times, got shape {np.shape(t_eval)}")
     if S0 is not None and np.iscomplexobj(S0):
         raise PbsensError("'S0' must be real, got complex values")
-    from .solvers import SOLVERS
+    from ..solvers import SOLVERS
     if not isinstance(solver, str) or solver not in SOLVERS:
         raise PbsensError(f"'solver' must be one of {sorted(SOLVERS)}, got {solver!r}")
     if not isinstance(method, str) or method not in METHOD_INFO:
@@ -261,7 +261,7 @@ def check_options(model, *, t_eval, S0, method, solver, rtol, atol, n_factor, n_
     if state_error not in (None, "resolve", "auto"):
         raise PbsensError(f"'state_error' must be 'auto', 'resolve' or None, got {state_error!r}")
     max_refine = _positive(max_refine, "max_refine", integer=True)
-    from .kernels.march import check_max_substeps   # numba kernels load on first use, not at import
+    from ..kernels.march import check_max_substeps   # numba kernels load on first use, not at import
     check_max_substeps(max_substeps)
     max_split = _positive(max_split, "max_split", integer=True)
     max_grid_factor = _positive(max_grid_factor, "max_grid_factor")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import PbsensError
+from ..errors import PbsensError
 
 __all__ = ["select_params"]
 

@@ -1,7 +1,7 @@
 """Accuracy measures of sensitivity approximations (METHOD.md section 7; paper Section 8.2).
 
 * :func:`relative_error`: ``E_k = ||S_hat_k - S_ref_k||_F / ||S_ref_k||_F`` against
-  a reference (usually forward sensitivities, :func:`pbsens.forward.forward_sensitivities`).
+  a reference (usually forward sensitivities, :func:`pbsens.sensitivity.forward.forward_sensitivities`).
 * :func:`kappa_bar`: the perturbation error (8.5)-(8.6), which needs no reference
   sensitivity: it compares ``2 S_hat(t) d`` with the central difference
   ``x(t, p + d) - x(t, p - d)`` of two tightly solved perturbed trajectories.
@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from .errors import PbsensError, SolverError
-from .solvers import SOLVERS, solve_states
+from ..errors import PbsensError, SolverError
+from ..solvers import SOLVERS, solve_states
 
 __all__ = ["relative_error", "state_difference", "kappa_bar"]
 
@@ -186,7 +186,7 @@ def relative_error(r, ref, scale="linear", state_tol=1e-3, return_state=False):
         bad = dx > _positive(state_tol, "state_tol")
         if np.any(bad):
             import warnings
-            from .errors import AccuracyWarning
+            from ..errors import AccuracyWarning
             i = np.flatnonzero(bad)
             warnings.warn(f"relative_error: the states of 'r' and 'ref' differ by up to {dx.max():.3g} (relative) "
                           f"on t in [{t[i[0]]:.6g}, {t[i[-1]]:.6g}]: the results were computed on different "

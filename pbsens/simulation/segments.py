@@ -30,7 +30,7 @@ Conventions
 * ``t_eval`` is sorted ascending; repeated times are allowed (each gets its own
   row, with identical values). It may end with one or more ``inf``: the steady
   state reached from the state at the last finite time (or at ``t0``),
-  computed by :func:`pbsens.problems.steady_state.steady_state` (events and
+  computed by :func:`pbsens.simulation.steady_state.steady_state` (events and
   breakpoints after the last finite time are not applied on the way there).
 * An output at the time of an event reports the state **after** the event
   (right-continuous, like ``t >= tau``); so does its sensitivity. An output at
@@ -185,8 +185,8 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
              checked=False, carried=None):
     """Integrate ``[a, b]``; return (x at outs (n, nx), S at outs or None, x(b), S(b)), and with
     ``carried`` (the estimated error of ``S`` at ``a``, signed) the estimated error of S at outs and at b."""
-    from ..forward import forward_sensitivities
-    from ..sensitivities import sensitivities
+    from ..sensitivity.forward import forward_sensitivities
+    from ..sensitivity.posthoc import sensitivities
     from ..solvers import solve_states
     times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
     if checked and solver == "rodas5p" and not (method == "fs" and sens):
@@ -196,7 +196,7 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
                                   rtol=rtol, atol=atol, **fs_opts, **solver_opts)
         X, SS = r.x, r.S
     else:
-        from ..sensitivities import DEFAULT_SUBSTEPS
+        from ..sensitivity.posthoc import DEFAULT_SUBSTEPS
         solver = solver or "LSODA"
         interp = sens_opts.get("interpolation", "linear")
         substeps = sens_opts.get("substeps") or DEFAULT_SUBSTEPS.get(solver, 1)
@@ -258,7 +258,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     rtol, atol : float
         Solver tolerances (of the states; of states and sensitivities for ``"fs"``).
     steady_state_options : dict, optional
-        Keyword arguments of :func:`~pbsens.problems.steady_state.steady_state`
+        Keyword arguments of :func:`~pbsens.simulation.steady_state.steady_state`
         for ``inf`` outputs (``strategy``, ``rtol``, ``atol``, ``max_time``, ...);
         its ``solver`` defaults to ``solver`` when that is given.
     estimate_error : bool

@@ -59,7 +59,7 @@ class SensitivityResult:
         step-doubling difference times its factor plus the state part's
         ``(10/9) (S - S_tight)``. ``error_estimate`` adds the two parts' norms (a
         bound); propagating an error through a jump or a later segment needs the
-        matrix (:func:`pbsens.problems.simulate.simulate` with ``estimate_error=True``).
+        matrix (:func:`pbsens.simulation.segments.simulate` with ``estimate_error=True``).
     subdivisions : int
         Number of grid intervals split by the ``sens_rtol`` refinement (0 without it).
     """

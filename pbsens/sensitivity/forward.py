@@ -42,15 +42,15 @@ import numpy as np
 from numba import njit, types
 from scipy.sparse import csc_matrix, identity, kron
 
-from .errors import PbsensError, SolverError
-from .kernels.augmented import fill_csc, system_jac, system_rhs
-from .kernels.signatures import f8, ivec, mat, tens, vec
+from ..errors import PbsensError, SolverError
+from ..kernels.augmented import fill_csc, system_jac, system_rhs
+from ..kernels.signatures import f8, ivec, mat, tens, vec
 from .result import SensitivityResult
-from .sensitivity_params import select_params
-from .model.model import check_model
-from .solvers import check_solver_options, check_t_eval, check_t_span, merge_grid
-from .solvers.scipy_steppers import StepGuard, integrate
-from .threads import limit_blas_threads
+from .params import select_params
+from ..model.model import check_model
+from ..solvers import check_solver_options, check_t_eval, check_t_span, merge_grid
+from ..solvers.scipy_steppers import StepGuard, integrate
+from ..system.threads import limit_blas_threads
 
 __all__ = ["forward_sensitivities"]
 
@@ -225,9 +225,9 @@ def _solve_scipy(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobian
 
 def _rodas_addresses(model):
     """Addresses of the model's ``rhs_into``, ``jac_x_into``, ``jacs_into`` and its autonomy; memoised on ``model``."""
-    from .kernels.function_address import addresses
-    from .kernels.signatures import jacs_fn_sig, matrix_fn_sig, vector_fn_sig
-    from .solvers.rosenbrock import is_autonomous
+    from ..kernels.function_address import addresses
+    from ..kernels.signatures import jacs_fn_sig, matrix_fn_sig, vector_fn_sig
+    from ..solvers.rosenbrock import is_autonomous
     memo = model.__dict__.setdefault("_pbsens_memo", {})
     hit = memo.get("fs-rodas5p")
     if hit is None or hit[0] is not model.fns:
@@ -255,8 +255,8 @@ def _solve_rodas5p(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobi
     """
     import math
 
-    from .kernels import rosenbrock as k
-    from .solvers.rosenbrock import _MIN_RTOL, _fail, _positive_number
+    from ..kernels import rosenbrock as k
+    from ..solvers.rosenbrock import _MIN_RTOL, _fail, _positive_number
     bad = sorted(set(options) - set(_RODAS_OPTIONS))
     if bad:
         raise PbsensError(f"solver option {bad[0]!r} is not known to method {_RODAS!r} "

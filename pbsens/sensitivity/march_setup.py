@@ -1,6 +1,6 @@
 """The march setup of :func:`pbsens.sensitivities`: states, grid, output times, initial sensitivity.
 
-From the validated options (:mod:`pbsens.sensitivity_options`) and the call's data
+From the validated options (:mod:`pbsens.sensitivity.options`) and the call's data
 arguments, :func:`setup_march` builds a :class:`MarchSetup`: the state trajectory (solved
 here when only ``t_span`` is given), refined by ``substeps`` from its dense output (the PBSR
 switch decided on the solver's grid first), its grid checked, the output times located in
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import PbsensError
-from .kernels import codes
-from .sensitivity_options import DEFAULT_MIDPOINT, DEFAULT_SUBSTEPS
-from .sensitivity_params import select_params
-from .solvers import Trajectory, check_t_eval, merge_grid
-from .solvers.refine import refine_grid
+from ..errors import PbsensError
+from ..kernels import codes
+from .options import DEFAULT_MIDPOINT, DEFAULT_SUBSTEPS
+from .params import select_params
+from ..solvers import Trajectory, check_t_eval, merge_grid
+from ..solvers.refine import refine_grid
 
 __all__ = ["MarchSetup", "setup_march", "check_grid"]
 
@@ -92,7 +92,7 @@ class MarchSetup:
 
 
 def setup_march(model, opts, trajectory, *, p, x0, S0, t_eval, t_span, params, solve, bind) -> MarchSetup:
-    """The :class:`MarchSetup` of a call (``opts``: its :class:`~pbsens.sensitivity_options.SensitivityOptions`).
+    """The :class:`MarchSetup` of a call (``opts``: its :class:`~pbsens.sensitivity.options.SensitivityOptions`).
 
     ``solve``: :func:`pbsens.solvers.solve_states`, called when only ``t_span`` is given;
     ``bind(model)``: the model's bound kernels ``(march, plan)``, called only when the switch
@@ -186,7 +186,7 @@ def _output_times(t_eval, t, x, sol):
     """``(t, x, out_index, t_out)``: the output times located in the grid, merged in from ``sol`` if needed."""
     if t_eval is None:
         return t, x, np.arange(t.size, dtype=np.int64), t
-    from .kernels import checks  # numba kernels load on first use, not at import
+    from ..kernels import checks  # numba kernels load on first use, not at import
     try:
         te = np.ascontiguousarray(t_eval, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
@@ -238,7 +238,7 @@ def check_grid(model, t, x):
     if x.shape != (t.size, model.n_states):
         raise PbsensError(f"'trajectory': x must have shape (len(t), n_states) = ({t.size}, "
                           f"{model.n_states}), got {x.shape}")
-    from .kernels import checks  # numba kernels load on first use, not at import
+    from ..kernels import checks  # numba kernels load on first use, not at import
     status = checks.grid_status(t, x)
     if status == checks.GRID_NOT_FINITE:
         raise PbsensError("'trajectory' contains NaN or inf in t or x")

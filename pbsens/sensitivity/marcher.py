@@ -4,15 +4,16 @@ The step-doubling estimate, the ``sens_rtol`` refinement and the state part of t
 march the same call several times, on different grids or states; a :class:`Marcher` holds
 what stays the same (model, parameters, initial sensitivity, options, bound kernels) and
 runs the dense march kernel (:mod:`pbsens.kernels.march`) or the sparse path
-(:mod:`pbsens.sparse_path`) on the grid it is given.
+(:mod:`pbsens.sensitivity.sparse`) on the grid it is given.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import memory, sparse_path
-from .errors import PbsensError, SolverError
-from .kernels import codes
+from ..system import memory
+from . import sparse as sparse_path
+from ..errors import PbsensError, SolverError
+from ..kernels import codes
 
 __all__ = ["Marcher"]
 
@@ -20,8 +21,8 @@ __all__ = ["Marcher"]
 class Marcher:
     """The marches of one :func:`pbsens.sensitivities` call.
 
-    ``opts``: the call's :class:`~pbsens.sensitivity_options.SensitivityOptions`; ``setup``:
-    its :class:`~pbsens.march_setup.MarchSetup`; ``bound``: the model's bound kernels
+    ``opts``: the call's :class:`~pbsens.sensitivity.options.SensitivityOptions`; ``setup``:
+    its :class:`~pbsens.sensitivity.march_setup.MarchSetup`; ``bound``: the model's bound kernels
     ``(march, plan)``.
     """
 

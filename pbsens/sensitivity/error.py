@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from .errors import AccuracyWarning
+from ..errors import AccuracyWarning
 
 __all__ = ["method_order", "midpoint_states", "interpolate_states", "relative_difference", "signed_estimate",
            "extrapolate", "refine_counts",
@@ -37,13 +37,13 @@ __all__ = ["method_order", "midpoint_states", "interpolate_states", "relative_di
 
 def method_order(method, branch_codes=None):
     """Global order used by the step-doubling estimate: the method's ``order``
-    (:data:`pbsens.methods.METHOD_INFO`), its ``stiff_order`` if any interval took the
+    (:data:`pbsens.sensitivity.methods.METHOD_INFO`), its ``stiff_order`` if any interval took the
     switch's ``exp-stiff`` branch (``exp-equilibrium`` is exact).
 
     ``exp``: 1. ``exp2``, ``pbs``, ``pbsr2``: 2. ``pbsr``: 1 if any interval took the
     first-order exponential step (``exp-stiff``), else 2. A name not in the table: 2.
     """
-    from .kernels import codes
+    from ..kernels import codes
     from .methods import METHOD_INFO
     info = METHOD_INFO.get(method)
     if info is None:
@@ -217,7 +217,7 @@ def tight_states(model, trajectory, t_grid, factor=10.0):
     ``x``: states at the times ``t_grid`` (merged into the solve exactly); ``sol``: its
     dense output, or None if the solver keeps none.
     """
-    from .solvers import solve_states
+    from ..solvers import solve_states
     tight = solve_states(model, (trajectory.t[0], trajectory.t[-1]), t_eval=t_grid, p=trajectory.p,
                          x0=trajectory.x0, method=trajectory.method or "LSODA", rtol=trajectory.rtol / factor,
                          atol=np.asarray(trajectory.atol) / factor, dense_output=True,
@@ -227,7 +227,7 @@ def tight_states(model, trajectory, t_grid, factor=10.0):
         return np.ascontiguousarray(tight.x[tight.eval_index]), tight.sol
     if tight.sol is not None:
         return np.ascontiguousarray(np.asarray(tight.sol(t_grid)).T), tight.sol
-    from .errors import SolverError
+    from ..errors import SolverError
     raise SolverError(f"solver {trajectory.method!r} returned neither the states at t_eval nor a dense output")
 
 

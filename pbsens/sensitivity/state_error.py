@@ -4,7 +4,7 @@ Both marches of the step-doubling estimate run on the same states, so they do no
 state solver's own error. :func:`state_error_part` (``state_error="resolve"``) re-solves the
 states ten times tighter, marches again on the same grid, and adds the difference to the
 estimate; with ``sens_rtol`` and ``tighten_states`` it returns ``x`` and ``S`` on states solved
-as much tighter as the tolerance needs. The helpers are in :mod:`pbsens.error_estimate`.
+as much tighter as the tolerance needs. The helpers are in :mod:`pbsens.sensitivity.error`.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import error_estimate
-from .errors import AccuracyWarning, PbsensError
-from .solvers import Trajectory
+from . import error as error_estimate
+from ..errors import AccuracyWarning, PbsensError
+from ..solvers import Trajectory
 from .step_doubling import Marched
 
 __all__ = ["StateErrorPart", "state_error_part", "resolved_mode"]
@@ -51,8 +51,8 @@ def resolved_mode(opts, trajectory):
 def state_error_part(model, opts, setup, march, marched, timings) -> StateErrorPart:
     """Estimate (and with ``sens_rtol`` reduce) the error of ``S`` caused by the states.
 
-    ``march``: the call's :class:`~pbsens.marcher.Marcher`; ``marched``: its result
-    (:class:`~pbsens.step_doubling.Marched`). ``timings`` gains ``"state_error"``.
+    ``march``: the call's :class:`~pbsens.sensitivity.marcher.Marcher`; ``marched``: its result
+    (:class:`~pbsens.sensitivity.step_doubling.Marched`). ``timings`` gains ``"state_error"``.
     """
     mode = resolved_mode(opts, setup.trajectory)
     if mode != "resolve":

@@ -1,13 +1,13 @@
 """The front door: :func:`sensitivities` (post-hoc PBSR, PBS, Exp and their second-order variants).
 
 Data flow: a :class:`~pbsens.solvers.Trajectory` (or any solver's ``(t, x)``) ->
-validated options (:mod:`pbsens.sensitivity_options`) -> the march setup: states, grid,
-output times, initial sensitivity (:mod:`pbsens.march_setup`) -> the marches
-(:mod:`pbsens.marcher`, the kernel :mod:`pbsens.kernels.march` or :mod:`pbsens.sparse_path`),
+validated options (:mod:`pbsens.sensitivity.options`) -> the march setup: states, grid,
+output times, initial sensitivity (:mod:`pbsens.sensitivity.march_setup`) -> the marches
+(:mod:`pbsens.sensitivity.marcher`, the kernel :mod:`pbsens.kernels.march` or :mod:`pbsens.sensitivity.sparse`),
 with the step-doubling estimate or the refinement to ``sens_rtol``
-(:mod:`pbsens.step_doubling`) and the state part of the error (:mod:`pbsens.state_error`) ->
-:class:`~pbsens.result.SensitivityResult`. The methods' properties are in
-:mod:`pbsens.methods`. This module knows nothing of numba.
+(:mod:`pbsens.sensitivity.step_doubling`) and the state part of the error (:mod:`pbsens.sensitivity.state_error`) ->
+:class:`~pbsens.sensitivity.result.SensitivityResult`. The methods' properties are in
+:mod:`pbsens.sensitivity.methods`. This module knows nothing of numba.
 """
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from .march_setup import setup_march
 from .marcher import Marcher
 from .methods import METHODS
 from .result import BRANCH_NAMES, SensitivityResult
-from .sensitivity_options import DEFAULT_MIDPOINT, DEFAULT_SUBSTEPS, check_options
-from .solvers import Trajectory, solve_states
+from .options import DEFAULT_MIDPOINT, DEFAULT_SUBSTEPS, check_options
+from ..solvers import Trajectory, solve_states
 from .state_error import state_error_part
 from .step_doubling import march_with_estimate, refine_to_tolerance
-from .threads import limit_blas_threads
+from ..system.threads import limit_blas_threads
 
 __all__ = ["sensitivities", "METHODS", "DEFAULT_SUBSTEPS", "DEFAULT_MIDPOINT"]
 
@@ -40,7 +40,7 @@ def _bound(model):
     """The model's bound kernels, compiled once per model and process."""
     cache = model.__dict__.setdefault("_kernels", {})
     if "march" not in cache:
-        from .kernels import march  # numba kernels load on first use, not at import
+        from ..kernels import march  # numba kernels load on first use, not at import
         cache["march"] = march.bind(model.fns)
     return cache["march"]
 
@@ -78,9 +78,9 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
     Solves the sensitivity equation ``S' = A S + B`` (2.3) by marching over the
     state solver's grid with the Jacobians ``A = df/dx``, ``B = df/dp`` evaluated
     at the grid's states, never calling the state solver again (METHOD.md section 2).
-    Runs with BLAS limited to one thread (:mod:`pbsens.threads`), except on paths that
+    Runs with BLAS limited to one thread (:mod:`pbsens.system.threads`), except on paths that
     run no BLAS routine. The options from ``solver`` on are described briefly here and in
-    full in :class:`pbsens.sensitivity_options.SensitivityOptions`.
+    full in :class:`pbsens.sensitivity.options.SensitivityOptions`.
 
     Parameters
     ----------
@@ -95,7 +95,7 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         Algorithm 3, the exponential step on every interval. ``"pbs"``: the PBS
         step with refinement everywhere (no switch). ``"exp2"``/``"pbsr2"``: the
         second-order exponential-midpoint step, alone or as PBSR's fallback.
-        Their properties: :data:`pbsens.methods.METHOD_INFO`.
+        Their properties: :data:`pbsens.sensitivity.methods.METHOD_INFO`.
     p : array_like, optional
         Parameters; default the trajectory's (or the model's). Must equal the
         trajectory's parameters when a Trajectory is given.

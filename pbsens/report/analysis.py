@@ -1,4 +1,4 @@
-"""Reading a :class:`~pbsens.result.SensitivityResult`: normalised sensitivities,
+"""Reading a :class:`~pbsens.sensitivity.result.SensitivityResult`: normalised sensitivities,
 parameter rankings and identifiability from the Fisher information.
 
 Everything here is plain NumPy on the result's arrays; nothing is recomputed.
@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import PbsensError
-from .result import SensitivityResult
+from ..errors import PbsensError
+from ..sensitivity.result import SensitivityResult
 
 __all__ = ["normalized_sensitivities", "rank_parameters", "identifiability", "Identifiability"]
 
@@ -279,7 +279,7 @@ def identifiability(F, sigma=1.0, tol=None, cos_tol=0.99, param_names=None):
     if isinstance(F, SensitivityResult):
         r = F
         try:
-            from .inference.fisher import fisher_information
+            from ..inference.fisher import fisher_information
         except ImportError as exc:
             raise PbsensError("identifiability(r, ...) needs pbsens.inference.fisher.fisher_information, "
                               f"which cannot be imported ({exc}); pass a Fisher matrix instead") from None
