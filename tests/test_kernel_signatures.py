@@ -15,7 +15,7 @@ import pytest
 MAX_PARAMS = 40
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "pbsens"
-SOURCES = sorted((ROOT / "kernels").glob("*.py")) + [ROOT / "forward.py"]
+SOURCES = sorted(p for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts)   # every compiled kernel of pbsens
 
 NUMBA_DECORATORS = {"njit", "jit", "generated_jit", "overload", "overload_method", "overload_attribute",
                     "intrinsic", "cfunc", "vectorize", "guvectorize", "register_jitable"}

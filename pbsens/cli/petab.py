@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from ..errors import PbsensError
+from ..sensitivity.methods import FORWARD
 from .common import (PLOT_EXT, add_force, add_out, add_plot, add_quiet, add_solver_options, api_default,
                      check_distinct, check_path, evaluate_default_text, plural, say, solver_options)
 
@@ -31,7 +32,7 @@ def add_parser(subparsers):
                     "'load and compile').")
     sp.add_argument("problem", metavar="PROBLEM.yaml", help="the PEtab problem's YAML file (or an SBtab folder)")
     method = api_default(Problem.evaluate, "method")
-    sp.add_argument("--method", default=method, choices=("fs",) + METHODS, metavar="METHOD",
+    sp.add_argument("--method", default=method, choices=(FORWARD,) + METHODS, metavar="METHOD",
                     help=f"'fs' (forward sensitivities) or a post-hoc method: {', '.join(METHODS)} "
                          f"(default {method})")
     sp.add_argument("--theta", metavar="FILE",
@@ -177,7 +178,7 @@ def run(args):
         res = problem.evaluate(theta, sensitivities=not args.no_gradient, method=args.method, **opts)
     t_setup = t_load + t_first
     est = None
-    if args.estimate_error and args.method != "fs":
+    if args.estimate_error and args.method != FORWARD:
         from ..problems.conditions import condition_estimates
         est = condition_estimates(problem, theta, method=args.method, **opts)
     say(args, f"problem     {args.problem}")

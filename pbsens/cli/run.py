@@ -6,6 +6,7 @@ import time
 import numpy as np
 
 from ..errors import PbsensError
+from ..sensitivity.methods import FORWARD
 from . import common
 from .common import (DATA_EXT, PLOT_EXT, add_command, add_force, add_model_and_span, add_out, add_plot, add_quiet,
                      add_solver_options, api_default, branch_summary, check_distinct, check_path, fmt_time,
@@ -13,7 +14,7 @@ from .common import (DATA_EXT, PLOT_EXT, add_command, add_force, add_model_and_s
                      write_result)
 
 #: Methods of ``pbsens run``: the post-hoc ones of :func:`pbsens.sensitivities` and ``fs``.
-RUN_METHODS = ("pbsr", "exp", "pbs", "exp2", "pbsr2", "fs")
+RUN_METHODS = ("pbsr", "exp", "pbs", "exp2", "pbsr2", FORWARD)
 
 
 def _warm_up(model, tr, method, interpolation):
@@ -31,7 +32,7 @@ def _warm_up(model, tr, method, interpolation):
 def _defaults(method):
     """``{"solver", "rtol", "atol"}`` of the API function behind ``method``: :func:`pbsens.sensitivities`
     (post-hoc methods) or :func:`pbsens.forward_sensitivities` (``fs``, whose solver is ``method=``)."""
-    if method == "fs":
+    if method == FORWARD:
         fs = forward_function()
         return {"solver": api_default(fs, "method"), "rtol": api_default(fs, "rtol"), "atol": api_default(fs, "atol")}
     from .. import sensitivities
@@ -79,7 +80,7 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
     solver = d["solver"] if solver is None else solver
     rtol = d["rtol"] if rtol is None else rtol
     atol = d["atol"] if atol is None else atol
-    if method == "fs":
+    if method == FORWARD:
         if interpolation is not None:
             raise PbsensError("'--interpolation' applies to the post-hoc methods only, not to 'fs'")
         if sens_rtol is not None:
@@ -127,7 +128,7 @@ def run(args):
     check_path(args.out, args.force, "--out", DATA_EXT)
     check_path(args.plot, args.force, "--plot", PLOT_EXT)
     check_distinct(args, "--out", "--plot")
-    if args.method == "fs" and args.interpolation is not None:
+    if args.method == FORWARD and args.interpolation is not None:
         raise PbsensError("'--interpolation' applies to the post-hoc methods only, not to '--method fs'")
     m = common._model(args.model)
     span = t_span_arg(args)
@@ -139,7 +140,7 @@ def run(args):
     say(args, f"{m.name}: {args.method} sensitivities of {plural(nx, 'state')} x {plural(np_, 'parameter')} on "
                f"[{span[0]:g}, {span[1]:g}], output at {plural(K, 'time')}")
     o = r.options
-    if args.method == "fs":
+    if args.method == FORWARD:
         stats = o.get("stats", {})
         say(args, f"  forward solve ({o.get('solver')}, rtol {o.get('rtol'):g}, atol {o.get('atol'):g}): "
                    f"{plural(stats.get('nfev', '?'), 'rhs evaluation')} in {fmt_time(r.timings.get('sensitivities'))} "
@@ -154,7 +155,7 @@ def run(args):
                    f"{fmt_time(r.timings.get('setup'))})")
         for line in error_lines(r):
             say(args, line)
-    if args.estimate_error and args.method == "fs":
+    if args.estimate_error and args.method == FORWARD:
         say(args, "  estimated error: not available for fs (its error is controlled by --rtol/--atol)")
     if args.out:
         write_result(args.out, r, t_span=span)
@@ -184,7 +185,7 @@ def add_parser(subparsers):
     sp.add_argument("--method", default=api_default(sensitivities, "method"), choices=RUN_METHODS,
                     help="pbsr (Algorithm 2, default), exp (Algorithm 3), pbs (no switch), exp2/pbsr2 "
                          "(exponential-midpoint step), fs (forward sensitivities)")
-    post, fs = _defaults("pbsr"), _defaults("fs")
+    post, fs = _defaults("pbsr"), _defaults(FORWARD)
     add_solver_options(sp, what="solver (of the states; for fs of states and sensitivities together)",
                        default_text={"solver": f"{post['solver']}, for fs {fs['solver']}",
                                      **{k: f"{post[k]:g} for the states, {fs[k]:g} for fs" for k in ("rtol", "atol")}})

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PbsensError, SolverError
+from ..sensitivity.methods import FORWARD
 from . import noise
 from .priors import Priors, dunscale, support, unscale
 
@@ -104,7 +105,7 @@ _SCIPY_ONLY_OPTIONS = ("max_nfev",)
 
 def evaluation_options(method, sensitivities, solver_options):
     """The solver options of one evaluation: the defaults above, updated by the caller's."""
-    fs = method == "fs"
+    fs = method == FORWARD
     opts = dict(_DEFAULTS)
     if "solver" not in solver_options and any(k in solver_options for k in _SCIPY_ONLY_OPTIONS):
         opts["solver"] = "BDF" if fs and sensitivities else "LSODA"
@@ -332,7 +333,7 @@ class Problem:
             the observable file's row and column and the measurement row.
         """
         from ..sensitivity.posthoc import METHODS
-        if method != "fs" and method not in METHODS:
+        if method != FORWARD and method not in METHODS:
             raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
         th = self._theta(theta)
         opts = evaluation_options(method, sensitivities, solver_options)

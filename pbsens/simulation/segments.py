@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PbsensError, SolverError
+from ..sensitivity.methods import FORWARD
 from ..solvers.trajectory import check_time
 from .steady_state import steady_state
 
@@ -189,9 +190,9 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
     from ..sensitivity.posthoc import sensitivities
     from ..solvers import solve_states
     times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
-    if checked and solver == "rodas5p" and not (method == "fs" and sens):
+    if checked and solver == "rodas5p" and not (method == FORWARD and sens):
         solve_states = _solve_rodas5p   # noqa: F811  (arguments checked by an earlier simulate call)
-    if method == "fs" and sens:
+    if method == FORWARD and sens:
         r = forward_sensitivities(model, (a, b), t_eval=times, p=p, x0=x, S0=S, method=solver or "BDF",
                                   rtol=rtol, atol=atol, **fs_opts, **solver_opts)
         X, SS = r.x, r.S
@@ -305,13 +306,13 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     sens_opts = {k: v for k, v in options.items() if k in SENSITIVITY_OPTIONS}
     fs_opts = {k: v for k, v in options.items() if k in FORWARD_OPTIONS}
     solver_opts = {k: v for k, v in options.items() if k not in SENSITIVITY_OPTIONS and k not in FORWARD_OPTIONS}
-    if method == "fs" and sens_opts:
+    if method == FORWARD and sens_opts:
         raise PbsensError(f"options {sorted(sens_opts)} apply to the post-hoc methods, not to method='fs'")
-    if method != "fs" and fs_opts:
+    if method != FORWARD and fs_opts:
         raise PbsensError(f"options {sorted(fs_opts)} apply to method='fs' only")
     if estimate_error not in (True, False):
         raise PbsensError(f"'estimate_error' must be True or False, got {estimate_error!r}")
-    if estimate_error and (method == "fs" or not sens):
+    if estimate_error and (method == FORWARD or not sens):
         raise PbsensError("'estimate_error' needs a post-hoc method and sensitivities=True "
                           f"(got method={method!r}, sensitivities={sensitivities!r})")
     if estimate_error and not np.all(np.isfinite(te)):
