@@ -28,6 +28,7 @@ from ..errors import ConvergenceWarning, PbsensError
 from .smmala import ESS_PER_CHAIN, RHAT_MAX, _chains, _list  # noqa: F401 - the thresholds, re-exported
 from .transform import UnboundedPosterior, to_parameter_scale
 from ..problems.priors import support
+from ..sensitivity.methods import FORWARD, METHOD_INFO
 
 __all__ = ["sample", "check_convergence"]
 
@@ -313,6 +314,28 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     PbsensError
         Invalid arguments, or every chain failed (the message names each seed).
     """
+    chains, draws, burn_in, entropy, metric = _checked_arguments(chains, draws, burn_in, method, seed, metric)
+    if box_metric is None:
+        box_metric = not transform
+    z0, starts = _start_points(problem, chains, theta0, transform, entropy, method=method, init_scale=init_scale,
+                               ridge=ridge, solver_options=solver_options)
+    opts = dict(method=method, draws=draws, burn_in=burn_in, metric_floor=metric_floor, box_metric=box_metric,
+                step_size=step_size, transform=bool(transform), ridge=float(ridge),
+                target_accept=target_accept, metric=metric, fault=_FAULT,
+                solver_options=dict(solver_options or {}))
+    items = [dict(chain=k, entropy=entropy, theta0=starts[k], z0=None if z0 is None else z0[k])
+             for k in range(chains)]
+    ok, failed, wall = _run_chains(problem, opts, items, client, n_workers, progress)
+    _report_failures(ok, failed, entropy)
+    idata = _inference_data(problem, ok, failed, _run_info(problem, opts, entropy, chains, wall), starts)
+    _warn_convergence(idata)
+    return idata
+
+
+# ------------------------------------------------------------------ the sampler's steps
+def _checked_arguments(chains, draws, burn_in, method, seed, metric):
+    """:func:`sample`'s checked ``(chains, draws, burn_in, seed, metric)``: ArviZ present, the
+    defaults filled in (a fresh recorded seed, the metric for this burn-in)."""
     try:
         import arviz  # noqa: F401
     except ImportError:
@@ -320,9 +343,8 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     chains = _check_int(chains, "chains", 1)
     draws = _check_int(draws, "draws", 1)
     burn_in = draws // 2 if burn_in is None else _check_int(burn_in, "burn_in", 0)
-    from ..sensitivity.posthoc import METHODS
-    if method != "fs" and method not in METHODS:
-        raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
+    if not isinstance(method, str) or (method != FORWARD and method not in METHOD_INFO):
+        raise PbsensError(f"'method' must be {FORWARD!r} or one of {', '.join(METHOD_INFO)}, got {method!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
                              or not 0 <= seed < 2 ** 63):
         raise PbsensError(f"'seed' must be an integer in [0, 2**63) or None, got {seed!r}")
@@ -334,10 +356,13 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
         metric = "fisher+cov" if burn_in >= 8 else "fisher"
     if metric not in METRICS:
         raise PbsensError(f"'metric' must be one of {', '.join(METRICS)}, got {metric!r}")
-    entropy = int(seed)
+    return chains, draws, burn_in, int(seed), metric
+
+
+def _start_points(problem, chains, theta0, transform, entropy, *, method, init_scale, ridge, solver_options):
+    """``(z0, starts)``: each chain's start in the unbounded coordinates (None without
+    ``transform``) and on the parameter scale, (chains, d) (see :func:`sample`'s ``theta0``)."""
     d = problem.dim
-    if box_metric is None:
-        box_metric = not transform
     z0 = None
     if transform and (theta0 is None or np.shape(theta0) == (d,)):
         rng0 = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(2 ** 31,)))
@@ -358,6 +383,14 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
             from .transform import BoundedTransform
             tr = BoundedTransform(*support(problem.priors))
             z0 = np.array([tr.to_unbounded(t, margin=1e-6) for t in starts])
+    return z0, starts
+
+
+def _run_chains(problem, opts, items, client, n_workers, progress):
+    """Run the chains ``items`` (:func:`_chain_item`) where :func:`sample` was told to, with a
+    progress bar per chain; returns ``(ok, failed, wall)``, the finished and the failed chains'
+    results (a failed chain's draws up to its last checkpoint) and the seconds taken."""
+    chains = len(items)
     if n_workers is None and client is None:
         n_workers = max(1, min(chains, os.cpu_count() or 1))
     in_process = client is None and n_workers == 1
@@ -365,13 +398,8 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     from ..parallel import TaskFailure, map_tasks
     target = problem if in_process else problem_recipe(problem)
     scratch = tempfile.mkdtemp(prefix="pbsens-chains-")
-    opts = dict(method=method, draws=draws, burn_in=burn_in, metric_floor=metric_floor, box_metric=box_metric,
-                step_size=step_size, transform=bool(transform), ridge=float(ridge),
-                target_accept=target_accept, metric=metric, scratch=scratch, fault=_FAULT,
-                solver_options=dict(solver_options or {}))
-    items = [dict(chain=k, entropy=entropy, theta0=starts[k], z0=None if z0 is None else z0[k])
-             for k in range(chains)]
-    bars = _Bars(chains, burn_in + draws, scratch, _progress_enabled(progress))
+    opts = dict(opts, scratch=scratch)
+    bars = _Bars(chains, opts["burn_in"] + opts["draws"], scratch, _progress_enabled(progress))
     if in_process:
         opts["poll"] = bars.poll
     t0 = time.perf_counter()
@@ -391,27 +419,40 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
         else:
             ok.append(r)
     shutil.rmtree(scratch, ignore_errors=True)
+    return ok, failed, wall
+
+
+def _report_failures(ok, failed, entropy):
+    """A warning per failed chain (for the caller of :func:`sample`); an error when every chain failed."""
     for f in failed:
         n = 0 if f["partial"] is None else len(f["partial"])
         warnings.warn(f"chain {f['chain']} (seed {entropy}, SeedSequence spawn key ({f['chain']},)) failed after "
                       f"{n} iterations: {f['error']}; its {n} iterations are kept in group "
-                      f"'partial_chain_{f['chain']}'", RuntimeWarning, stacklevel=2)
+                      f"'partial_chain_{f['chain']}'", RuntimeWarning, stacklevel=3)
     if not ok:
         raise PbsensError("every chain failed: " + "; ".join(
             f"chain {f['chain']} (seed {entropy}, spawn key ({f['chain']},)): {f['error']}" for f in failed))
+
+
+def _run_info(problem, opts, entropy, chains, wall):
+    """The run's settings, the attributes of the ``InferenceData``'s groups."""
     from .smmala import default_step_size
-    info = dict(seed=entropy, method=method, draws=draws, burn_in=burn_in, chains=chains, wall_time=wall,
-                metric_floor=metric_floor, box_metric=int(bool(box_metric)),
-                transform="logit" if transform else "none", ridge=float(ridge), metric=metric,
-                step_size_initial=float(step_size) if step_size is not None else default_step_size(d),
+    step_size = opts["step_size"]
+    return dict(seed=entropy, method=opts["method"], draws=opts["draws"], burn_in=opts["burn_in"], chains=chains,
+                wall_time=wall, metric_floor=opts["metric_floor"], box_metric=int(bool(opts["box_metric"])),
+                transform="logit" if opts["transform"] else "none", ridge=opts["ridge"], metric=opts["metric"],
+                step_size_initial=float(step_size) if step_size is not None else default_step_size(problem.dim),
                 support=json.dumps([b.tolist() for b in support(problem.priors)]))
-    idata = _inference_data(problem, ok, failed, info, starts)
+
+
+def _warn_convergence(idata):
+    """:func:`check_convergence` on a run: its messages in the attributes, and warned (for the
+    caller of :func:`sample`)."""
     found = check_convergence(idata)
     for ds in (idata.posterior, idata.sample_stats):
         ds.attrs["convergence_warnings"] = json.dumps([str(w) for w in found])
     for w in found:
-        warnings.warn(w, stacklevel=2)
-    return idata
+        warnings.warn(w, stacklevel=3)
 
 
 def _read_checkpoint(scratch, k):
