@@ -44,26 +44,25 @@ def plural(n, word, many=None):
 
 
 # ----------------------------------------------------------------- argument types
-def positive_float(text):
-    """argparse type: a positive finite number (argparse names the option on failure)."""
+def _finite_float(text, ok, requirement):
+    """``float(text)`` if finite and ``ok(value)``, else argparse's type error saying ``requirement``."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (np.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    if not (np.isfinite(v) and ok(v)):
+        raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
     return v
+
+
+def positive_float(text):
+    """argparse type: a positive finite number (argparse names the option on failure)."""
+    return _finite_float(text, lambda v: v > 0, "a positive number")
 
 
 def nonneg_float(text):
     """argparse type: a finite number >= 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (np.isfinite(v) and v >= 0):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return v
+    return _finite_float(text, lambda v: v >= 0, "a number >= 0")
 
 
 def nonneg_int(text):
