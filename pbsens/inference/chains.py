@@ -27,7 +27,6 @@ import numpy as np
 from ..errors import ConvergenceWarning, PbsensError
 from .smmala import ESS_PER_CHAIN, RHAT_MAX, _chains, _list  # noqa: F401 - the thresholds, re-exported
 from .transform import UnboundedPosterior, to_parameter_scale
-from ..problems.priors import support
 from ..sensitivity.methods import FORWARD, METHOD_INFO
 
 __all__ = ["sample", "check_convergence"]
@@ -107,7 +106,7 @@ def _chain_item(context, item):
     user_cb = callback
     if opts.get("transform"):
         # sample z = logit of the position within the bounds; record theta(z) and log pi(theta(z))
-        post = UnboundedPosterior(post, *support(problem.priors), ridge=opts["ridge"])
+        post = UnboundedPosterior(post, *problem.priors.support(), ridge=opts["ridge"])
         start = item["z0"]
 
         def callback(i, z, logp, accepted, prob, eps, failed):
@@ -142,7 +141,7 @@ def dispersed_starts(problem, chains, rng, *, method="exp2", scale=2.0, ridge=0.
     on a bound is first moved ``1e-6`` of the width inside. Returns ``(z0, theta0)``,
     each (chains, d).
     """
-    post = UnboundedPosterior(problem.log_posterior(method=method, **(solver_options or {})), *support(problem.priors),
+    post = UnboundedPosterior(problem.log_posterior(method=method, **(solver_options or {})), *problem.priors.support(),
                               ridge=ridge)
     c = problem.nominal_theta() if center is None else np.asarray(center, dtype=np.float64)
     zc = post.transform.to_unbounded(c, margin=1e-6)
@@ -381,7 +380,7 @@ def _start_points(problem, chains, theta0, transform, entropy, *, method, init_s
             raise PbsensError(f"'theta0' must be finite with shape ({d},) or ({chains}, {d}), got {starts.shape}")
         if transform:
             from .transform import BoundedTransform
-            tr = BoundedTransform(*support(problem.priors))
+            tr = BoundedTransform(*problem.priors.support())
             z0 = np.array([tr.to_unbounded(t, margin=1e-6) for t in starts])
     return z0, starts
 
@@ -442,7 +441,7 @@ def _run_info(problem, opts, entropy, chains, wall):
                 wall_time=wall, metric_floor=opts["metric_floor"], box_metric=int(bool(opts["box_metric"])),
                 transform="logit" if opts["transform"] else "none", ridge=opts["ridge"], metric=opts["metric"],
                 step_size_initial=float(step_size) if step_size is not None else default_step_size(problem.dim),
-                support=json.dumps([b.tolist() for b in support(problem.priors)]))
+                support=json.dumps([b.tolist() for b in problem.priors.support()]))
 
 
 def _warn_convergence(idata):

@@ -109,6 +109,10 @@ class Priors:
             raise PbsensError(f"'theta' must have {self.dim} entries (the estimated parameters), got {th.size}")
         return th
 
+    def support(self):
+        """``(lower, upper)`` on the parameter scale: :func:`support` of these priors."""
+        return support(self)
+
     def in_support(self, theta) -> bool:
         th = self._check(theta)
         return bool(np.all(th >= self.lower) and np.all(th <= self.upper))

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import PbsensError, SolverError
 from ..sensitivity.methods import FORWARD
 from . import noise
-from .priors import Priors, dunscale, support, unscale
+from .priors import Priors, dunscale, unscale
 
 __all__ = ["Problem", "EvaluationResult"]
 
@@ -582,7 +582,7 @@ class _ProblemPosterior:
     @property
     def support(self):
         """``(lower, upper)`` outside which ``logp`` is ``-inf``: :func:`pbsens.smmala` samples inside it."""
-        return support(self.problem.priors)
+        return self.problem.priors.support()
 
     def evaluate(self, theta):
         pr = self.problem

@@ -43,7 +43,6 @@ from numba import njit, types
 from scipy.sparse import csc_matrix, identity, kron
 
 from ..errors import PbsensError, SolverError
-from ..kernels.augmented import fill_csc, system_jac, system_rhs
 from ..kernels.signatures import f8, ivec, mat, tens, vec
 from .result import SensitivityResult
 from .params import select_params
@@ -86,6 +85,7 @@ def _csc_data(J, work):
 
     ``work``: scratch from :func:`_csc_work`; the arrays returned are fresh (the solver keeps them).
     """
+    from ..kernels.augmented import fill_csc   # numba kernels load on first use, not at import
     data, indices, indptr = work
     nnz = fill_csc(J, data, indices, indptr)
     return data[:nnz].copy(), indices[:nnz].copy(), indptr.copy()
@@ -139,6 +139,7 @@ def _bound_stepping(model):
     hit = memo.get(key)
     if hit is not None:
         return hit
+    from ..kernels.augmented import system_jac, system_rhs   # loaded on first use, not at import
     rhs_into, jac_into, jacs_into = model.fns.rhs_into, model.fns.jac_x_into, model.fns.jacs_into
     sys_rhs, sys_jac = system_rhs, system_jac
 
