@@ -30,6 +30,9 @@ def _numbers(obj):
 
 
 def test_registry_lists_the_papers_experiments_in_order():
+    """The registry names the paper's seven experiments in the paper's order, Table 2 (table2_runtime) last,
+    each a script that exists with a description; the rows Table 2 times are checked in
+    test_table2_times_the_compiled_fs_and_both_state_solvers."""
     assert list(reproduce.EXPERIMENTS) == ["fig2_pka_error", "fig3_camkii_error", "fig4_pka_kappa",
                                            "fig5_camkii_kappa", "fig6_random_linear", "fig7_8_chua",
                                            "table2_runtime"]
@@ -41,6 +44,8 @@ def test_registry_lists_the_papers_experiments_in_order():
 
 
 def test_bad_arguments_raise():
+    """An unknown name, an empty list, and overrides for an experiment that is not run (here Table 2's
+    table2_runtime while only fig7_8_chua runs) raise PbsensError instead of being ignored."""
     with pytest.raises(PbsensError, match="unknown experiment"):
         reproduce.run(["fig99"])
     with pytest.raises(PbsensError, match="empty"):
@@ -276,6 +281,35 @@ def _experiment_module(stem):
         return importlib.import_module(stem)
     finally:
         sys.path.remove(str(folder))
+
+
+def test_table2_times_the_compiled_fs_and_both_state_solvers():
+    """Table 2 times the FS a pbsens user would pick, forward_sensitivities(method="rodas5p"), and labels it so,
+    with scipy's BDF forward sensitivities (the paper's kind of setup) as a second, labelled FS row; every
+    post-hoc method runs on both state solvers, LSODA (the paper's setup) and the compiled rodas5p, all at the
+    paper's tolerances. The committed results hold every row, with FS/post-hoc ratios for both FS rows, and keep
+    the keys the report reads (fs = BDF, post-hoc on LSODA). Checked without timing anything."""
+    mod = _experiment_module("table2_runtime")
+    rows = mod.ROWS
+    assert list(rows)[:2] == ["fs_rodas5p", "fs"]
+    assert rows["fs_rodas5p"] == ("FS (pbsens rodas5p)", "fs", "rodas5p")
+    assert rows["fs"] == ("FS (scipy BDF)", "fs", "BDF")
+    for meth in ("pbsr", "exp", "pbsr2", "exp2"):
+        assert rows[meth][1:] == (meth, "LSODA") and "LSODA" in rows[meth][0]
+        assert rows[f"{meth}_rodas5p"][1:] == (meth, "rodas5p") and "rodas5p" in rows[f"{meth}_rodas5p"][0]
+    assert len(set(label for label, _, _ in rows.values())) == len(rows)     # every row labelled apart
+    data = json.loads((REPO / "experiments" / "results" / "table2_runtime.json").read_text())
+    assert data["fs_baseline"] == "fs_rodas5p" and set(data["rows"]) == set(rows)
+    assert data["methods"] == ["fs", "pbsr", "exp", "pbsr2", "exp2"]
+    assert data["settings"]["fs_rodas5p"]["method"] == "rodas5p" and data["settings"]["fs"]["method"] == "BDF"
+    for model in ("PKA", "CaMKII"):
+        t = data["table"][model]
+        assert set(t["seconds"]) == set(rows)
+        assert all(t["seconds"][k]["n"] == data["repeats"] and t["seconds"][k]["median"] > 0 for k in rows)
+        for fs in ("fs_rodas5p", "fs"):
+            for other in rows:
+                if other not in ("fs_rodas5p", "fs"):
+                    assert math.isfinite(t["ratios"][f"{fs}/{other} (median)"])
 
 
 def test_every_experiment_has_its_own_run_in_its_script():
