@@ -56,7 +56,7 @@ def test_one_definition_and_no_shadowing():
     assigned = [t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
                 if isinstance(t, ast.Name) and t.id == "sensitivities"]
     assert not assigned and "F811" not in source
-    assert os.path.basename(path) == "sensitivities.py"
+    assert os.path.basename(path) == "posthoc.py"
 
 
 def test_every_method_has_one_record():

@@ -90,7 +90,7 @@ def run(args):
                   f"{plural(f['iterations_kept'], 'iteration')} kept in group partial_chain_{f['chain']}")
     checks = json.loads(att.get("convergence_warnings", "[]"))
     for message in checks:          # after the table, where the eye lands (also warned on stderr)
-        print(f"CHECK     {message}")
+        say(args, f"CHECK     {message}")
     for p in paths.values():
         say(args, f"wrote {p}")
     sys.stdout.flush()
