@@ -328,7 +328,7 @@ class Progress:
                 quiet_for = time.monotonic() - self._last
                 name, what = self._name, self._what
             if name is not None and quiet_for >= self.heartbeat:
-                self.write(f"    {name}: still running{' (' + what + ')' if what else ''} (at {self._since()})")
+                self.write(f"    {what or name}: still running (at {self._since()})")
 
     def close(self):
         """Stop the heartbeat and close the bars."""
