@@ -32,15 +32,16 @@ def show_progress(progress):
     return bool(progress)
 
 
-def bar(iterable, progress, desc, total=None):
+def bar(iterable, progress, desc, total=None, uniform=True):
     """``iterable`` with its progress shown.
 
     ``progress`` is what the experiment's ``run`` received: a
     :class:`pbsens.reproduce.Progress` (bars on a terminal, lines elsewhere), or a
     bool / None (a tqdm bar when true, or when None and stderr is a terminal).
+    ``uniform=False``: the items' costs differ (no estimate of the time left).
     """
     if hasattr(progress, "bar"):
-        return progress.bar(iterable, desc, total=total)
+        return progress.bar(iterable, desc, total=total, uniform=uniform)
     if not show_progress(progress):
         return iterable
     from tqdm.auto import tqdm

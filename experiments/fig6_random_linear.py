@@ -77,7 +77,8 @@ def run(quick=False, out_dir=None, progress=None, ns=None, draws=None, pbs_max_n
 
     rows, times, work = [], {k: {} for k in METHODS}, {k: {} for k in METHODS}
     jobs = [(n, d) for n in ns for d in range(draws)]
-    for n, d in bar(jobs, progress, f"{NAME}: {len(ns)} dimensions n = {ns[0]}..{ns[-1]} x {draws} draws"):
+    for n, d in bar(jobs, progress, f"{NAME}: {len(ns)} dimensions n = {ns[0]}..{ns[-1]} x {draws} draws",
+                    uniform=False):       # a draw's cost grows with n: no estimate of the time left
         m = C.random_linear(n, d)
         for meth in METHODS:
             if meth == "pbs" and (n > pbs_max_n or d >= pbs_draws(n)):

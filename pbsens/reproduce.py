@@ -282,16 +282,19 @@ class Progress:
             return
         self.write(f"    {text} (at {self._since()})")
 
-    def bar(self, iterable, desc, total=None):
-        """``iterable``, reporting its progress: a tqdm bar, lines, or nothing (see the class)."""
+    def bar(self, iterable, desc, total=None, uniform=True):
+        """``iterable``, reporting its progress: a tqdm bar, lines, or nothing (see the class).
+
+        ``uniform``: the items cost about the same, so the lines can estimate the time left
+        (not for a loop over growing dimensions)."""
         if self.mode == "off":
             return iterable
         if self.mode == "bars":
             from tqdm.auto import tqdm
             return tqdm(iterable, desc=desc, total=total, leave=False, file=self._stream or sys.stderr)
-        return self._lines(iterable, desc, total)
+        return self._lines(iterable, desc, total, uniform)
 
-    def _lines(self, iterable, desc, total):
+    def _lines(self, iterable, desc, total, uniform=True):
         if total is None:
             try:
                 total = len(iterable)
@@ -305,7 +308,7 @@ class Progress:
             if i == 0 or (total is not None and total <= self.short) or now - last >= self.every:
                 label = f" ({item})" if isinstance(item, str) else ""
                 left = ""
-                if i and total:
+                if i and total and uniform:
                     left = f", about {format_duration((now - t0) / i * (total - i))} left"
                 self.write(f"    {desc}: {i + 1}/{total if total is not None else '?'}{label} "
                            f"(at {self._since()}{left})")

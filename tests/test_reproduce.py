@@ -143,6 +143,7 @@ def test_progress_lines_when_not_a_terminal():
         prog.step("fig_a: reference solve")
         assert list(prog.bar(["pbsr", "exp"], "fig_a: kappa_bar")) == ["pbsr", "exp"]
         assert list(prog.bar(range(30), "fig_a: timing")) == list(range(30))
+        assert list(prog.bar(range(3), "fig_a: growing n", uniform=False)) == [0, 1, 2]
         time.sleep(1.0)                                   # the heartbeat speaks for a long sub-step
         prog.end(1.5)
     lines = buf.getvalue().splitlines()
@@ -150,6 +151,8 @@ def test_progress_lines_when_not_a_terminal():
     assert any(line.startswith("    fig_a: reference solve (at ") for line in lines)
     assert any("fig_a: kappa_bar: 2/2 (exp)" in line for line in lines)
     assert any("fig_a: timing: 30/30" in line and "left)" in line for line in lines)
+    growing = [line for line in lines if "fig_a: growing n: " in line]
+    assert len(growing) == 3 and not any("left" in line for line in growing)   # no estimate for unequal items
     assert any("fig_a: still running" in line for line in lines)
     assert lines[-1].startswith("[1/2] fig_a: done in 1.5 s")
     quiet = io.StringIO()
