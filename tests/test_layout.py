@@ -27,6 +27,7 @@ FLOORS = {
     "problems": 7,      # PEtab / SBtab estimation problems
     "batches": 8,       # pbsens.batches and the pbsens.petab face
     "inference": 9,     # likelihoods, priors, SMMALA, chains
+    "calibration": 9,   # multi-start fits, profiles
     "report": 10,       # plots and analysis
     "face": 11,         # pbsens/__init__.py
     "top": 12,          # the command line, reproduce, __main__

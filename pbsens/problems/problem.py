@@ -50,6 +50,11 @@ class EvaluationResult:
         ``(T(m) - T(y)) / sigma`` per measurement row.
     sigmas : ndarray
         The noise parameter ``sigma`` of each measurement row (its noise formula's value).
+    residual_jacobian : ndarray (R, d) or None
+        ``d residuals / d theta`` (with ``sensitivities=True``): the Jacobian of the weighted
+        residuals for least-squares optimisers (:func:`pbsens.fit`).
+    sigma_jacobian : ndarray (R, d) or None
+        ``d sigmas / d theta`` (with ``sensitivities=True``; zero rows for fixed noise).
     """
 
     llh: float
@@ -61,6 +66,8 @@ class EvaluationResult:
     theta: np.ndarray = None
     residuals: np.ndarray = None
     sigmas: np.ndarray = None
+    residual_jacobian: np.ndarray | None = None
+    sigma_jacobian: np.ndarray | None = None
 
     def __getattribute__(self, name):
         # the table is built on first access (pandas costs more than a whole small evaluation)
@@ -392,11 +399,13 @@ class Problem:
         llh_i, chi2_i, g_y, g_s, w_y, w_s, resid = self._noise.terms(y, sig)
         llh = float(np.sum(llh_i))
         chi2 = float(np.sum(chi2_i))
-        grad = fim = None
+        grad = fim = sres = None
         if sensitivities:
             Jy = self._to_theta(dy, dpdth)
             Js = self._to_theta(ds, dpdth)
             grad = g_y @ Jy + g_s @ Js
+            # r = (T(m) - T(y)) / sigma: dr = -(T'(y) / sigma) dy - (r / sigma) dsigma, T'(y) / sigma = sqrt(w_y)
+            sres = -(np.sqrt(w_y)[:, None] * Jy) - (resid / sig)[:, None] * Js
             # Fisher information of the transformed observable: w_y already holds T'(y)^2 / sigma^2
             fim = (Jy * w_y[:, None]).T @ Jy + (Js * w_s[:, None]).T @ Js
             fim = 0.5 * (fim + fim.T)
@@ -405,7 +414,8 @@ class Problem:
         return EvaluationResult(llh=llh, chi2=chi2, gradient=grad, fim=fim,
                                 simulations=_LazyTable(self, y), timing=timing, theta=th,
                                 residuals=resid,
-                                sigmas=sig)
+                                sigmas=sig, residual_jacobian=sres,
+                                sigma_jacobian=None if sres is None else Js)
 
     def _to_theta(self, d, dpdth):
         """``(R, np)`` derivatives w.r.t. model parameters -> ``(R, d)`` w.r.t. theta."""

@@ -1,0 +1,345 @@
+"""Multi-start local optimisation of a PEtab problem: :func:`fit`.
+
+Starts are drawn in this process (:func:`~pbsens.calibration.starts.draw_starts`, from the
+seed), then run as tasks on local processes or dask (:func:`pbsens.parallel.map_tasks`; the
+workers rebuild the problem from pbsens's caches, as :func:`pbsens.evaluate_many`'s do). Each
+worker writes its start's record to ``out/starts/start_NNNNN.json`` the moment the start ends,
+so a killed run loses only the starts in flight and ``resume=True`` runs only the others.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from .objective import FitError, Objective
+from .optimizers import DEFAULT_OPTIMIZER, _check_optimizer, run_optimizer
+from .result import FitResult, StartResult
+from .starts import bounds_of, draw_starts
+
+__all__ = ["DEFAULT_FIT_METHOD", "METHOD_POLICIES", "fit"]
+
+#: method policies beyond a single sensitivity method: ``"exp2+fs"`` optimises with exp2's post-hoc
+#: gradients until the optimiser stops, then continues from there with forward sensitivities
+METHOD_POLICIES = {"exp2+fs": ("exp2", "fs")}
+
+#: the default (docs/PERFORMANCE.md, "Time to a converged fit")
+DEFAULT_FIT_METHOD = "exp2+fs"
+
+_FAULT = {}       # a test hook: {"at": k} makes the worker running start k exit without a word
+
+
+# ------------------------------------------------------------------ worker side
+def _phases(method):
+    return METHOD_POLICIES.get(method, (method,))
+
+
+def _run_start(problem, opts, k, x0):
+    """Run start ``k`` from ``x0``; a :class:`StartResult`."""
+    lb, ub = bounds_of(problem)
+    t_wall, t_cpu = time.perf_counter(), time.process_time()
+    x = np.asarray(x0, float)
+    phases, out, objs = [], None, []
+    for m in _phases(opts["method"]):
+        obj = Objective(problem, method=m, solver_options=opts["solver_options"])
+        objs.append(obj)
+        try:
+            out = run_optimizer(opts["optimizer"], obj, x, lb, ub, opts["options"])
+        except FitError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an optimiser's own failure ends this start, not the run
+            out = {"x": x, "fval": math.inf, "n_iter": 0, "status": -99,
+                   "message": f"{opts['optimizer']} raised {type(exc).__name__}: {exc}"}
+        phases.append({"method": m, "fval": out["fval"], "n_iter": out["n_iter"], "status": out["status"],
+                       "n_grad": obj.n_grad, "cpu": obj.cpu})
+        if not math.isfinite(out["fval"]):
+            break
+        x = out["x"]
+    # the llh at the end point by the last phase's method (the objective minus the log prior)
+    last = objs[-1]
+    llh = -math.inf
+    if math.isfinite(out["fval"]):
+        r = last.evaluate(out["x"], sensitivities=False)
+        llh = -math.inf if r is None else float(r.llh)
+    return StartResult(index=int(k), x0=[float(v) for v in x0], x=[float(v) for v in out["x"]], llh=llh,
+                       fval=float(out["fval"]), n_iter=sum(p["n_iter"] for p in phases),
+                       n_eval=sum(o.n_eval for o in objs), n_grad=sum(o.n_grad for o in objs),
+                       n_failed=sum(o.n_failed for o in objs), cpu=time.process_time() - t_cpu,
+                       wall=time.perf_counter() - t_wall, status=int(out["status"]), message=str(out["message"]),
+                       optimizer=opts["optimizer"], method=opts["method"], phases=phases)
+
+
+def _start_item(context, item):
+    """Task of one start in a worker: run it, write its record, return it."""
+    problem, opts = context
+    if isinstance(problem, tuple):
+        from ..batches import worker_problem
+        problem = worker_problem(problem)
+    from ..system.threads import blas_single_thread
+    k = item["index"]
+    if _FAULT.get("at") == k or opts.get("fault", {}).get("at") == k:
+        os._exit(17)   # a test hook: this worker dies mid-run
+    with blas_single_thread():
+        rec = _run_start(problem, opts, k, item["x0"])
+    if opts.get("dir"):
+        _write_record(opts["dir"], rec)
+    if opts.get("poll") is not None:
+        opts["poll"]()
+    return rec
+
+
+def _record_path(folder, k):
+    return os.path.join(folder, "starts", f"start_{k:05d}.json")
+
+
+def _write_record(folder, rec):
+    path = _record_path(folder, rec.index)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(rec.to_json())
+    os.replace(tmp, path)
+
+
+def _read_records(folder):
+    recs = {}
+    sdir = os.path.join(folder, "starts")
+    if not os.path.isdir(sdir):
+        return recs
+    for name in sorted(os.listdir(sdir)):
+        if name.startswith("start_") and name.endswith(".json"):
+            path = os.path.join(sdir, name)
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    rec = StartResult.from_json(fh.read(), where=path)
+            except (OSError, FitError):
+                continue        # a damaged record: that start runs again
+            recs[rec.index] = rec
+    return recs
+
+
+# ------------------------------------------------------------------ progress
+class _Progress:
+    """A tqdm bar over the starts with the best llh so far (stderr a terminal only); reads the
+    records the workers write."""
+
+    def __init__(self, total, done, folder, enabled):
+        self.folder = folder
+        self.seen = dict(done)
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=total, initial=len(done), desc="starts", unit="start", leave=True)
+            self._postfix()
+
+    def _postfix(self):
+        llh = [r.llh for r in self.seen.values() if math.isfinite(r.llh)]
+        if llh and self.bar is not None:
+            self.bar.set_postfix_str(f"best llh {max(llh):.6g}")
+
+    def poll(self):
+        if self.bar is None or not self.folder:
+            return
+        new = _read_records(self.folder)
+        fresh = len(set(new) - set(self.seen))
+        if fresh:
+            self.seen.update(new)
+            self.bar.update(fresh)
+            self._postfix()
+
+    def close(self):
+        if self.bar is not None:
+            self.poll()
+            self.bar.close()
+
+
+def _progress_enabled(progress):
+    if not progress:
+        return False
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------ the run file
+def _run_doc(problem, starts, opts, seed, sampling):
+    return {"format": "pbsens-fit-run-1", "model_id": problem.model_id, "parameter_ids": list(problem.parameter_ids),
+            "n_starts": int(starts.shape[0]), "seed": seed, "sampling": sampling,
+            "starts_sha1": hashlib.sha1(np.ascontiguousarray(starts).tobytes()).hexdigest(),
+            "optimizer": opts["optimizer"], "method": opts["method"], "options": opts["options"],
+            "solver_options": {k: repr(v) for k, v in sorted(opts["solver_options"].items())}}
+
+
+def _prepare_dir(out, doc, resume):
+    """Create ``out`` (or check it for ``resume``); the records already there."""
+    run_path = os.path.join(out, "run.json")
+    if os.path.exists(run_path):
+        if not resume:
+            raise FitError(f"'out': {out} already holds a fit; pass resume=True (--resume) to continue it, "
+                           "or choose another folder (nothing there is overwritten)")
+        try:
+            with open(run_path, encoding="utf-8") as fh:
+                old = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise FitError(f"'out': cannot read {run_path} ({exc})") from None
+        diff = [k for k in doc if json.dumps(old.get(k), sort_keys=True) != json.dumps(doc[k], sort_keys=True)]
+        if diff:
+            raise FitError(f"'resume': the fit in {out} was run with other settings ({', '.join(diff)} differ); "
+                           "resume with the same arguments, or choose another folder")
+        return _read_records(out)
+    elif os.path.isdir(out) and os.listdir(out) and not resume:
+        raise FitError(f"'out': {out} exists and is not empty; choose an empty or new folder")
+    os.makedirs(os.path.join(out, "starts"), exist_ok=True)
+    tmp = run_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1)
+    os.replace(tmp, run_path)
+    return _read_records(out)
+
+
+# ------------------------------------------------------------------ the front door
+def fit(problem, n_starts=20, *, optimizer=DEFAULT_OPTIMIZER, method=DEFAULT_FIT_METHOD, seed=None, starts=None,
+        sampling="uniform", n_workers=None, client=None, out=None, resume=False, progress=True, options=None,
+        solver_options=None):
+    """Multi-start local optimisation of ``problem``'s log-likelihood (plus log prior).
+
+    Parameters
+    ----------
+    problem : Problem
+        From :func:`pbsens.petab.load`.
+    n_starts : int
+        Number of starts (ignored when ``starts`` is given).
+    optimizer : {"fides", "least_squares", "L-BFGS-B"}
+        ``"fides"`` (trust region with the Fisher information as Hessian; needs the fides
+        package, ``pip install 'pbsens[fit]'``), ``"least_squares"`` (scipy's trust-region
+        reflective on the weighted residuals and their Jacobian from ``S``; normal noise and
+        flat priors only) or ``"L-BFGS-B"`` (scipy; value and gradient).
+    method : str
+        Sensitivity method of :meth:`Problem.evaluate` (``"exp2"``, ``"fs"``, ...) or a policy:
+        ``"exp2+fs"`` (default) optimises with exp2 until the optimiser stops, then continues
+        from there with forward sensitivities, whose gradient is exact to the solver
+        tolerance where the optimum needs it.
+    seed : int, optional
+        Seed of the start points; default fresh entropy, recorded in ``result.info["seed"]``.
+    starts : array_like (n, d), optional
+        Start points on the parameter scale (instead of drawing them).
+    sampling : {"uniform", "lhs"}
+        Independent uniform draws within the bounds (pyPESTO's default) or a Latin hypercube.
+    n_workers, client
+        Where the starts run (:func:`pbsens.parallel.map_tasks`): local processes (default: the
+        CPUs), a dask ``Client``, a scheduler address or ``"local"``. ``n_workers=1`` without a
+        client runs the starts here, one after the other.
+    out : str or path, optional
+        A folder: ``run.json`` (the settings), ``starts/start_NNNNN.json`` (each start's record,
+        written when it ends) and ``fit.json`` (the result). An existing fit there is refused
+        unless ``resume``.
+    resume : bool
+        Continue the fit in ``out`` (same settings): starts already recorded are not rerun.
+    progress : bool
+        A progress bar with the best llh so far (when stderr is a terminal).
+    options : dict, optional
+        Optimiser options (:func:`pbsens.calibration.optimizers.default_options` lists the defaults).
+    solver_options : dict, optional
+        Passed to :meth:`Problem.evaluate` (``solver``, ``rtol``, ``atol``, ...).
+
+    Returns
+    -------
+    FitResult
+        The starts, best first; a failed start (its simulation failed at the start point, or the
+        optimiser raised) is recorded with ``fval = inf`` and its message, never fatal.
+    """
+    _check_optimizer(optimizer)
+    _check_method(method)
+    if optimizer == "least_squares":
+        Objective(problem).check_least_squares_form()
+    if resume and out is None:
+        raise FitError("'resume' needs 'out', the folder of the fit to continue")
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**63))
+    if starts is None:
+        starts = draw_starts(problem, n_starts, seed=seed, sampling=sampling)
+    else:
+        starts = _checked_starts(problem, starts)
+    opts = dict(optimizer=optimizer, method=method, options=dict(options or {}),
+                solver_options=dict(solver_options or {}), fault=dict(_FAULT))
+    doc = _run_doc(problem, starts, opts, seed, sampling)
+    done = _prepare_dir(os.fspath(out), doc, resume) if out is not None else {}
+    todo = [dict(index=k, x0=starts[k]) for k in range(starts.shape[0]) if k not in done]
+    folder = os.fspath(out) if out is not None else tempfile.mkdtemp(prefix="pbsens-fit-")
+    if out is None:
+        os.makedirs(os.path.join(folder, "starts"), exist_ok=True)
+    t0 = time.perf_counter()
+    try:
+        records = _run_starts(problem, opts, todo, folder, done, starts.shape[0], client, n_workers, progress)
+    finally:
+        if out is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    info = {k: doc[k] for k in ("model_id", "n_starts", "seed", "sampling", "optimizer", "method", "options")}
+    info["wall"] = time.perf_counter() - t0
+    info["resumed"] = len(done)
+    result = FitResult(list(done.values()) + records, problem.parameter_ids, info)
+    if out is not None:
+        result.save(os.path.join(folder, "fit.json"), overwrite=True)
+    return result
+
+
+def _check_method(method):
+    from ..sensitivity.posthoc import METHODS
+    if method in METHOD_POLICIES or method == "fs" or method in METHODS:
+        return
+    raise FitError(f"'method' must be 'fs', a post-hoc method ({', '.join(METHODS)}) or a policy "
+                   f"({', '.join(METHOD_POLICIES)}), got {method!r}")
+
+
+def _checked_starts(problem, starts):
+    try:
+        s = np.array(starts, dtype=np.float64, ndmin=2)
+    except (TypeError, ValueError):
+        raise FitError(f"'starts' must be an array of shape (n, {problem.dim}), got {starts!r}") from None
+    if s.ndim != 2 or s.shape[1] != problem.dim or s.shape[0] < 1:
+        raise FitError(f"'starts' must have shape (n, {problem.dim}), got {s.shape}")
+    lb, ub = bounds_of(problem)
+    bad = np.flatnonzero(~np.all(np.isfinite(s) & (s >= lb) & (s <= ub), axis=1))
+    if bad.size:
+        raise FitError(f"'starts': rows {bad[:10].tolist()} are not finite points within the bounds")
+    return s
+
+
+def _run_starts(problem, opts, todo, folder, done, total, client, n_workers, progress):
+    """Run ``todo`` where asked; the new records (a start whose worker died is recorded as failed)."""
+    from ..parallel import TaskFailure, map_tasks
+    if not todo:
+        return []
+    if n_workers is None and client is None:
+        n_workers = max(1, min(len(todo), os.cpu_count() or 1))
+    in_process = client is None and n_workers == 1
+    if in_process:
+        target = problem
+    else:
+        from ..batches import problem_recipe
+        target = problem_recipe(problem)
+    bar = _Progress(total, done, folder, _progress_enabled(progress))
+    opts = dict(opts, dir=folder, poll=bar.poll if in_process else None)
+    try:
+        raw = map_tasks(_start_item, (target, opts), todo, client=client, n_workers=n_workers, chunk_size=1,
+                        poll=bar.poll)
+    finally:
+        bar.close()
+    out = []
+    for item, r in zip(todo, raw):
+        if isinstance(r, TaskFailure):
+            x0 = [float(v) for v in item["x0"]]
+            r = StartResult(index=item["index"], x0=x0, x=x0, llh=-math.inf, fval=math.inf, n_iter=0, n_eval=0,
+                            n_grad=0, n_failed=0, cpu=0.0, wall=0.0, status=-98,
+                            message=f"the worker failed: {r.error}", optimizer=opts["optimizer"],
+                            method=opts["method"])
+        out.append(r)
+    return out
+
