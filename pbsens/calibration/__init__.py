@@ -1,6 +1,7 @@
 """Calibration of PEtab problems: multi-start fits (:func:`fit`), likelihood profiles
 (:func:`profile`) and their results."""
 from .multistart import DEFAULT_FIT_METHOD, METHOD_POLICIES, fit
+from .profiles import ParameterProfile, ProfileResult, profile
 from .objective import FitError, Objective
 from .optimizers import DEFAULT_OPTIMIZER, OPTIMIZERS
 from .result import CONVERGED_LLH_TOL, FitResult, StartResult
