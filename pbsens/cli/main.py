@@ -11,12 +11,12 @@ import sys
 import warnings
 
 from ..errors import PbsensError, PbsensWarning
-from . import cache, compare, models, petab, reproduce, run, sample, simulate
+from . import cache, compare, fit, models, petab, profile, reproduce, run, sample, simulate
 
 #: The subcommands, in the order ``pbsens --help`` lists them. A new command is one
 #: module with ``add_parser(subparsers) -> parser`` and ``run(args) -> int`` plus one
 #: entry here.
-COMMANDS = (models, simulate, run, compare, reproduce, petab, sample, cache)
+COMMANDS = (models, simulate, run, compare, reproduce, petab, fit, profile, sample, cache)
 
 
 def build_parser():

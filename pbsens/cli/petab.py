@@ -5,7 +5,6 @@ One entry of :data:`pbsens.cli.main.COMMANDS`: :func:`add_parser` and :func:`run
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -87,60 +86,10 @@ def read_theta(path, problem):
 
 
 def plot_fit(problem, result, path):
-    """Measured (markers) and simulated (lines) values per observable, one colour per condition."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    meas = problem.petab_problem.measurement_df
-    sim = result.simulations
-    obs = list(dict.fromkeys(meas["observableId"]))
-    n = len(obs)
-    ncol = min(3, n)
-    nrow = math.ceil(n / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol, 3.4 * nrow), squeeze=False)
-    has_pre = "preequilibrationConditionId" in meas.columns
-    key = meas["simulationConditionId"].astype(str)
-    if has_pre:
-        pre = meas["preequilibrationConditionId"].fillna("").astype(str)
-        key = np.where(pre != "", pre + ":" + key, key)
-    key = np.asarray(key)
-    conds = list(dict.fromkeys(key))
-    colors = plt.get_cmap("tab10" if len(conds) <= 10 else "tab20")
-    for i, oid in enumerate(obs):
-        ax = axes[i // ncol][i % ncol]
-        for c_i, c in enumerate(conds):
-            m = (meas["observableId"].to_numpy() == oid) & (key == c)
-            if not m.any():
-                continue
-            t = meas["time"].to_numpy(float)[m]
-            finite = np.isfinite(t)
-            t_plot = np.where(finite, t, np.nanmax(np.where(finite, t, np.nan)) * 1.1 if finite.any() else 1.0)
-            order = np.argsort(t_plot, kind="stable")
-            col = colors(c_i % colors.N)
-            ax.plot(t_plot[order], meas["measurement"].to_numpy(float)[m][order], "o", ms=4, color=col,
-                    alpha=0.7)
-            ax.plot(t_plot[order], sim["simulation"].to_numpy(float)[m][order], "-x", lw=1.4, ms=6, color=col,
-                    label=c)
-        ax.set_title(oid, fontsize=10)
-        ax.set_xlabel("time")
-        ax.grid(alpha=0.3)
-        if i == 0:
-            ax.set_ylabel("measured (o) / simulated (x-)")
-    for j in range(n, nrow * ncol):
-        axes[j // ncol][j % ncol].set_visible(False)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    for a in axes.flat[1:]:
-        for h, l in zip(*a.get_legend_handles_labels()):
-            if l not in labels:
-                handles.append(h)
-                labels.append(l)
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False,
-               title="condition")
-    fig.suptitle(f"{problem.petab_problem.model.model_id}: llh = {result.llh:.6g}", fontsize=11)
-    fig.tight_layout(rect=(0, (0.1 + 0.04 * math.ceil(len(labels) / 4)) / nrow, 1, 0.96))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    """Measured (markers) and simulated (lines) values per observable, one colour per condition
+    (:func:`pbsens.report.fit_plots.plot_data`)."""
+    from ..report.fit_plots import plot_data
+    plot_data(problem, result, path=path, title=f"{problem.petab_problem.model.model_id}: llh = {result.llh:.6g}")
 
 
 #: a first evaluation shorter than this is repeated, so that the per-condition times are
