@@ -74,6 +74,25 @@ def test_residual_mode_follows_the_result_fields(boehm):
     np.testing.assert_allclose(d[SRES], r.residual_jacobian, rtol=1e-12)
 
 
+def test_gauss_newton_hessian_is_jtj_of_the_residuals(boehm):
+    from pbsens.problems.pypesto_objective import _has_residual_jacobian
+    if not _has_residual_jacobian():
+        with pytest.raises(PbsensError, match="gauss-newton"):
+            pbpetab.pypesto_objective(boehm, hessian="gauss-newton")
+        return
+    x = _points(boehm)[1]
+    r = boehm.evaluate(x)
+    obj = pbpetab.pypesto_objective(boehm, hessian="gauss-newton")
+    _, grad, hess = obj(x, sensi_orders=(0, 1, 2))
+    J = r.residual_jacobian
+    np.testing.assert_allclose(hess, J.T @ J, rtol=1e-12)
+    np.testing.assert_allclose(grad, -r.gradient, rtol=1e-12)
+    # Boehm estimates its noise parameters: J^T J is not the expected information there
+    assert not np.allclose(hess, r.fim, rtol=1e-3)
+    with pytest.raises(PbsensError, match="hessian"):
+        pbpetab.pypesto_objective(boehm, hessian="bfgs")
+
+
 def test_failed_simulation_gives_inf(boehm, monkeypatch):
     obj = pbpetab.pypesto_objective(boehm)
     x = boehm.x_nominal.copy()
