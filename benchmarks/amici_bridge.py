@@ -9,6 +9,7 @@ AMICI counts as not installed, a line says so, and the benchmark runs without it
     from amici_bridge import add_amici_argument, run_amici, decode_array
     res = run_amici(["petab", "problem.yaml", "--repeats", "10"], amici_python=args.amici_python)
     if res is not None: ...
+    fit = run_pypesto(["fit", "problem.yaml", "--starts", "starts.npy", "--max-iter", "1000"])  # pypesto_side.py
 """
 from __future__ import annotations
 
@@ -24,10 +25,14 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SIDE_SCRIPT = HERE / "amici_side.py"
+PYPESTO_SCRIPT = HERE / "pypesto_side.py"      # pyPESTO + AMICI fits (modes fit, evaluate)
 ENV_VAR = "PBSENS_AMICI_PYTHON"
 
-__all__ = ["ENV_VAR", "SIDE_SCRIPT", "add_amici_argument", "amici_python", "decode_array", "parse_result",
-           "run_amici", "strip_arrays"]
+__all__ = ["ENV_VAR", "SIDE_SCRIPT", "PYPESTO_SCRIPT", "add_amici_argument", "amici_python", "decode_array",
+           "parse_result", "run_amici", "run_pypesto", "strip_arrays"]
+
+#: the ``mode`` a side script's JSON names
+MODES = ("petab", "sbml", "petab-fs", "pypesto-fit", "pypesto-evaluate")
 
 
 def add_amici_argument(parser):
@@ -87,8 +92,8 @@ def parse_result(text):
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"AMICI side wrote no valid JSON: {exc}") from None
-    if not isinstance(obj, dict) or obj.get("mode") not in ("petab", "sbml", "petab-fs"):
-        raise ValueError("AMICI side JSON has no 'mode' of 'petab', 'sbml' or 'petab-fs'")
+    if not isinstance(obj, dict) or obj.get("mode") not in MODES:
+        raise ValueError(f"AMICI side JSON has no 'mode' of {', '.join(map(repr, MODES))}")
     return _decode_tree(obj)
 
 
@@ -103,7 +108,7 @@ def strip_arrays(obj):
     return obj
 
 
-def run_amici(args, amici_python_path=None, *, timeout=3600, raw_out=None, quiet=False):
+def run_amici(args, amici_python_path=None, *, timeout=3600, raw_out=None, quiet=False, script=None):
     """Run ``amici_side.py ARGS`` with AMICI's Python; its parsed JSON, or ``None`` if AMICI is not set up.
 
     Parameters
@@ -116,6 +121,8 @@ def run_amici(args, amici_python_path=None, *, timeout=3600, raw_out=None, quiet
         Also save the raw JSON there, encoded arrays left out (:func:`strip_arrays`).
     quiet : bool
         Do not print the "not installed" line.
+    script : path, optional
+        Another side script taking ``--out`` (default ``amici_side.py``; :func:`run_pypesto`).
 
     Returns
     -------
@@ -130,7 +137,7 @@ def run_amici(args, amici_python_path=None, *, timeout=3600, raw_out=None, quiet
         return None
     with tempfile.TemporaryDirectory(prefix="pbsens_amici_") as tmp:
         out = Path(tmp) / "amici.json"
-        cmd = [py, str(SIDE_SCRIPT), *[str(a) for a in args], "--out", str(out)]
+        cmd = [py, str(SIDE_SCRIPT if script is None else script), *[str(a) for a in args], "--out", str(out)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "PYTHONNOUSERSITE": "1"})
         if proc.returncode != 0 or not out.exists():
@@ -141,6 +148,15 @@ def run_amici(args, amici_python_path=None, *, timeout=3600, raw_out=None, quiet
         Path(raw_out).parent.mkdir(parents=True, exist_ok=True)
         Path(raw_out).write_text(json.dumps(strip_arrays(json.loads(text)), indent=1) + "\n")
     return parse_result(text)
+
+
+def run_pypesto(args, amici_python_path=None, *, timeout=24 * 3600, raw_out=None, quiet=False):
+    """Run ``pypesto_side.py ARGS`` (``fit ...`` or ``evaluate ...``, without ``--out``) with AMICI's Python.
+
+    The same as :func:`run_amici` for the pyPESTO side script: its parsed JSON (``"inf"``/``"nan"``
+    strings back to floats), or ``None`` when no AMICI Python is configured.
+    """
+    return run_amici(args, amici_python_path, timeout=timeout, raw_out=raw_out, quiet=quiet, script=PYPESTO_SCRIPT)
 
 
 def reorder(S, ids_from, ids_to, axis, what):
