@@ -19,13 +19,14 @@ from .sensitivity.posthoc import sensitivities  # noqa: E402
 from .solvers import Trajectory, solve_states  # noqa: E402
 from .inference.chains import sample  # noqa: E402
 from .batches import evaluate_many, sensitivities_many  # noqa: E402
+from .calibration import FitResult, fit, profile  # noqa: E402
 
 __all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "UnsupportedModelError",
            "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states",
            "sensitivities", "SensitivityResult", "to_sbml",
            "forward_sensitivities", "relative_error", "kappa_bar", "fisher_information", "output_sensitivities", "GaussianLikelihood", "NormalPrior",
            "LogPosterior", "smmala", "MCMCResult", "cache_info", "cache_clear", "sample",
-           "sensitivities_many", "evaluate_many"]
+           "sensitivities_many", "evaluate_many", "fit", "profile", "FitResult"]
 
 #: Subpackages and modules reachable as attributes after ``import pbsens`` (imported on first
 #: use, so that ``import pbsens`` itself loads no pandas, petab, dask, sympy or matplotlib).
@@ -33,7 +34,8 @@ _LAZY = {"petab": "pbsens.petab", "problems": "pbsens.problems", "inference": "p
          "parallel": "pbsens.parallel", "batches": "pbsens.batches", "solvers": "pbsens.solvers",
          "model": "pbsens.model", "kernels": "pbsens.kernels", "errors": "pbsens.errors",
          "report": "pbsens.report", "plot": "pbsens.report.plot", "analysis": "pbsens.report.analysis",
-         "sensitivity": "pbsens.sensitivity", "simulation": "pbsens.simulation", "system": "pbsens.system"}
+         "sensitivity": "pbsens.sensitivity", "simulation": "pbsens.simulation", "system": "pbsens.system",
+         "calibration": "pbsens.calibration"}
 
 
 def __getattr__(name):

@@ -26,9 +26,11 @@ from .starts import bounds_of, draw_starts
 
 __all__ = ["DEFAULT_FIT_METHOD", "METHOD_POLICIES", "fit"]
 
-#: method policies beyond a single sensitivity method: ``"exp2+fs"`` optimises with exp2's post-hoc
-#: gradients until the optimiser stops, then continues from there with forward sensitivities
-METHOD_POLICIES = {"exp2+fs": ("exp2", "fs")}
+#: method policies beyond a single sensitivity method, as phases ``(method, looser solver options)``:
+#: ``"exp2+fs"`` optimises with exp2's post-hoc gradients on states solved at rtol 1e-6 (atol 1e-8)
+#: until the optimiser stops, then continues from there with forward sensitivities at the
+#: caller's (or the default) tolerances: cheap gradients far from the optimum, exact ones near it
+METHOD_POLICIES = {"exp2+fs": (("exp2", {"rtol": 1e-6, "atol": 1e-8}), ("fs", {}))}
 
 #: the default (docs/PERFORMANCE.md, "Time to a converged fit")
 DEFAULT_FIT_METHOD = "exp2+fs"
@@ -37,8 +39,16 @@ _FAULT = {}       # a test hook: {"at": k} makes the worker running start k exit
 
 
 # ------------------------------------------------------------------ worker side
-def _phases(method):
-    return METHOD_POLICIES.get(method, (method,))
+def _phases(method, solver_options):
+    """``[(method, solver options)]`` of the phases of ``method`` (a policy's looser options apply
+    only where the caller's are tighter)."""
+    out = []
+    for m, loose in METHOD_POLICIES.get(method, ((method, {}),)):
+        opts = dict(solver_options)
+        for k, v in loose.items():
+            opts[k] = max(v, opts.get(k, v))
+        out.append((m, opts))
+    return out
 
 
 def _run_start(problem, opts, k, x0):
@@ -47,8 +57,8 @@ def _run_start(problem, opts, k, x0):
     t_wall, t_cpu = time.perf_counter(), time.process_time()
     x = np.asarray(x0, float)
     phases, out, objs = [], None, []
-    for m in _phases(opts["method"]):
-        obj = Objective(problem, method=m, solver_options=opts["solver_options"])
+    for m, solver_options in _phases(opts["method"], opts["solver_options"]):
+        obj = Objective(problem, method=m, solver_options=solver_options)
         objs.append(obj)
         try:
             out = run_optimizer(opts["optimizer"], obj, x, lb, ub, opts["options"])

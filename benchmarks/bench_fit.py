@@ -1,0 +1,179 @@
+"""Time to a converged fit: pbsens's multi-start fits against pyPESTO + AMICI + fides, the same
+start points for both.
+
+For each problem: ``--starts`` start points drawn uniformly within the PEtab bounds on the
+parameter scale (``pbsens.calibration.draw_starts``, ``--seed``), saved as ``starts.npy``; then
+
+* pbsens: ``pbsens.fit(problem, starts=..., optimizer="fides", method=M)`` for each variant
+  ``M`` of ``--variants`` (``exp2``: post-hoc gradients throughout; ``fs``: forward
+  sensitivities throughout; ``exp2+fs``: exp2 until fides stops, then fs from there), fides
+  with the Fisher information as Hessian and its default tolerances, pbsens's default solver
+  (Rodas5P, rtol 1e-8, atol 1e-10); ``--workers`` local processes;
+* pyPESTO + AMICI (``benchmarks/pypesto_side.py`` in AMICI's own Python, through
+  ``amici_bridge.run_pypesto``): pyPESTO's ``AmiciObjective`` from its PEtab importer
+  (sensitivities for the estimated parameters only, ``fim_for_hess``), fides with
+  ``hessian_update=None`` (AMICI's Hessian in every iteration) and the same fides options,
+  AMICI at the settings of its own PEtab benchmark tests (rtol = atol = 1e-8), one process.
+
+Reported per tool and variant: best llh, converged starts (final llh within 0.5 of the best llh
+found by any tool or variant on that problem: the usual waterfall criterion), failed starts, CPU
+seconds of all starts (``time.process_time`` in the process that ran each start, summed: the
+optimiser and the objective; model compilation excluded on both sides, the models come from the
+tools' caches), converged starts per CPU minute and its ratio to pyPESTO + AMICI's. One waterfall
+plot per problem with every variant and AMICI (``docs/img/fit_waterfall_<problem>.png``); the
+numbers in ``benchmarks/results/fit_<problem>.json``.
+
+Run from the repository root (fits are resumable: a killed run continues where it was)::
+
+    PBSENS_AMICI_PYTHON=/path/to/amici-venv/bin/python python benchmarks/bench_fit.py \\
+        --starts 100 --seed 0 --workers 2 [--problems Boehm_JProteomeRes2014 ...] \\
+        [--collection /path/to/Benchmark-Models-PEtab/Benchmark-Models] [--work DIR]
+
+Problems are looked up in ``tests/data/petab`` and ``--collection`` (a checkout of the PEtab
+benchmark collection, github.com/Benchmarking-Initiative/Benchmark-Models-PEtab, commit
+``COLLECTION_COMMIT``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from amici_bridge import add_amici_argument, amici_python, run_pypesto  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "petab"
+SHARED = ROOT.parent / "shared" / "petab"
+COLLECTION_COMMIT = "4d2085084b289f6215a95475b1ee639fd7d42283"
+PROBLEMS = ["Boehm_JProteomeRes2014", "Fujita_SciSignal2010", "Brannmark_JBC2010",
+            "Crauste_CellSystems2017", "Bruno_JExpBot2016", "Elowitz_Nature2000"]
+VARIANTS = ["exp2", "exp2+fs", "fs"]
+TOL = 0.5
+
+
+def find_problem(name, collection):
+    for base in [DATA, SHARED] + ([Path(collection)] if collection else []):
+        y = base / name / f"{name}.yaml"
+        if y.is_file():
+            return y
+    raise SystemExit(f"bench_fit.py: problem {name} not found in {DATA}, {SHARED} or --collection")
+
+
+def summarise(llh, cpu, best, n_failed):
+    llh = np.asarray(llh, float)
+    conv = int(np.sum(np.isfinite(llh) & (llh >= best - TOL)))
+    return {"best_llh": float(np.max(llh[np.isfinite(llh)])) if np.isfinite(llh).any() else None,
+            "converged": conv, "n": int(llh.size), "failed": int(n_failed), "cpu_s": float(cpu),
+            "converged_per_cpu_min": conv / (cpu / 60.0) if cpu > 0 else None}
+
+
+def run_pbsens(problem, starts, variant, workers, work):
+    import pbsens
+    out = work / f"pbsens-{variant}"
+    t0 = time.perf_counter()
+    res = pbsens.fit(problem, starts=starts, optimizer="fides", method=variant, n_workers=workers, out=out,
+                     resume=out.exists(), progress=sys.stderr.isatty(), seed=0)
+    by_index = sorted(res.starts, key=lambda s: s.index)
+    return {"llh": [s.llh for s in by_index], "cpu": [s.cpu for s in by_index],
+            "n_iter": [s.n_iter for s in by_index], "n_grad": [s.n_grad for s in by_index],
+            "status": [s.status for s in by_index], "failed": res.n_failed, "wall_s": time.perf_counter() - t0}
+
+
+def run_amici_fit(yaml, starts_path, work, amici_py):
+    raw = work / "pypesto_amici.json"
+    if raw.is_file():                     # an earlier run's, complete
+        doc = json.loads(raw.read_text())
+        if doc.get("n_starts") == len(doc.get("starts", [])) and doc.get("complete", True):
+            from amici_bridge import parse_result
+            return parse_result(raw.read_text())
+    res = run_pypesto(["fit", str(yaml), "--starts", str(starts_path), "--optimizer", "fides", "--max-iter", "1000",
+                       "-q"], amici_py, raw_out=raw)
+    return res
+
+
+def bench_problem(name, args, amici_py):
+    import pbsens.petab
+    from pbsens.calibration import draw_starts
+    yaml = find_problem(name, args.collection)
+    problem = pbsens.petab.load(str(yaml))
+    work = Path(args.work) / name
+    work.mkdir(parents=True, exist_ok=True)
+    starts_path = work / "starts.npy"
+    starts = draw_starts(problem, args.starts, seed=args.seed)
+    if starts_path.is_file() and not np.array_equal(np.load(starts_path), starts):
+        raise SystemExit(f"{starts_path} holds other starts: use another --work folder")
+    np.save(starts_path, starts)
+    rows = {}
+    for v in args.variants:
+        print(f"  {name}: pbsens {v} ...", flush=True)
+        rows[f"pbsens {v}"] = run_pbsens(problem, starts, v, args.workers, work)
+    if amici_py is not None:
+        print(f"  {name}: pyPESTO + AMICI ...", flush=True)
+        a = run_amici_fit(yaml, starts_path, work, amici_py)
+        if a is not None:
+            st = sorted(a["starts"], key=lambda s: s["index"])
+            rows["pyPESTO+AMICI"] = {"llh": [s["llh"] if s["status"] == "ok" else -math.inf for s in st],
+                                     "cpu": [s.get("cpu_time") or 0.0 for s in st],
+                                     "n_iter": [s.get("n_iter") for s in st], "n_grad": [s.get("n_grad") for s in st],
+                                     "failed": int(a.get("n_failed", 0)), "versions": a.get("versions"),
+                                     "solver": a.get("solver"), "optimizer": a.get("optimizer")}
+    best = max(max((v for v in r["llh"] if math.isfinite(v)), default=-math.inf) for r in rows.values())
+    summary = {k: summarise(r["llh"], sum(r["cpu"]), best, r["failed"]) for k, r in rows.items()}
+    ref = summary.get("pyPESTO+AMICI", {}).get("converged_per_cpu_min")
+    for k, s in summary.items():
+        s["ratio_to_amici"] = (s["converged_per_cpu_min"] / ref) if ref and s["converged_per_cpu_min"] else None
+        s["best_minus_overall"] = None if s["best_llh"] is None else s["best_llh"] - best
+    doc = {"problem": name, "yaml": str(yaml.relative_to(yaml.parents[2])) if len(yaml.parents) > 2 else str(yaml),
+           "n_starts": args.starts, "seed": args.seed, "tol": TOL, "best_llh": best, "summary": summary,
+           "per_start": rows, "workers": args.workers, "load": os.getloadavg(),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    out = ROOT / "benchmarks" / "results" / f"fit_{name}.json"
+    out.write_text(json.dumps(doc, indent=1, default=float))
+    from pbsens.report.fit_plots import plot_waterfall
+    img = ROOT / "docs" / "img" / f"fit_waterfall_{name}.png"
+    plot_waterfall({k: np.array(r["llh"]) for k, r in rows.items()}, best_llh=best, path=img,
+                   title=f"{name}: {args.starts} starts, fides")
+    return doc
+
+
+def print_table(doc):
+    print(f"\n{doc['problem']}: best llh {doc['best_llh']:.6f} ({doc['n_starts']} starts)")
+    print(f"  {'tool':22s} {'best llh':>12s} {'conv':>5s} {'fail':>5s} {'CPU s':>9s} {'conv/CPU min':>13s} "
+          f"{'x AMICI':>8s}")
+    for k, s in doc["summary"].items():
+        r = s["ratio_to_amici"]
+        print(f"  {k:22s} {s['best_llh']:12.5f} {s['converged']:5d} {s['failed']:5d} {s['cpu_s']:9.1f} "
+              f"{s['converged_per_cpu_min'] or 0:13.2f} {'' if r is None else f'{r:8.2f}'}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--problems", nargs="+", default=PROBLEMS)
+    ap.add_argument("--starts", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--variants", nargs="+", default=VARIANTS)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--collection", default=os.environ.get("PBSENS_PETAB_COLLECTION"),
+                    help="the Benchmark-Models folder of a checkout of the PEtab benchmark collection")
+    ap.add_argument("--work", default=str(HERE / ".fit_work"), help="folder of the resumable fits")
+    add_amici_argument(ap)
+    args = ap.parse_args(argv)
+    amici_py = amici_python(args.amici_python)
+    if amici_py is None:
+        print("AMICI: not configured (--amici-python or $PBSENS_AMICI_PYTHON): pbsens only")
+    print(f"load average at start: {os.getloadavg()}")
+    for name in args.problems:
+        print_table(bench_problem(name, args, amici_py))
+    print(f"load average at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
