@@ -49,17 +49,24 @@ class MetricWindows:
                                                       int(0.75 * burn_in): int(0.4 * burn_in)}
         #: the last update's iteration (-1: none)
         self.switch_at = max(self.windows) if self.windows else -1
+        #: the learned ``P`` in use (None before the first update); a checkpoint saves it
+        self.precision = None
 
-    def update(self, i, chain, G):
-        """Learn ``P`` from ``chain[window:i]`` (the update at iteration ``i``, one of
-        :attr:`windows`); returns the new factor of the current state's metric ``G``."""
-        precision = _burn_in_precision(chain[self.windows[i]:i])
+    def use(self, precision):
+        """Make ``factor`` use the learned ``precision`` (an update, or a restored checkpoint)."""
+        self.precision = precision
         if self.metric == "cov":
             L_fixed = np.linalg.cholesky(precision)
             self.factor = lambda M: (L_fixed, False)
         else:
             base_factor = self.base_factor
             self.factor = lambda M: base_factor(M + precision)
+
+    def update(self, i, chain, G):
+        """Learn ``P`` from ``chain[window:i]`` (the update at iteration ``i``, one of
+        :attr:`windows`); returns the new factor of the current state's metric ``G``."""
+        precision = _burn_in_precision(chain[self.windows[i]:i])
+        self.use(precision)
         L_c, _ = self.factor(G)
         if L_c is None:     # (burn-in: this one state may use P alone)
             L_c = np.linalg.cholesky(precision)

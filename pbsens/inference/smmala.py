@@ -26,6 +26,7 @@ from scipy.linalg import cho_solve, solve_triangular
 
 from ..errors import PbsensError, SolverError
 from .adaptation import MetricWindows, StepSize, _burn_in_precision  # noqa: F401 - _burn_in_precision re-exported
+from .checkpoint import restore_sampler, snapshot_sampler
 # the convergence checks and their thresholds live in diagnostics.py; re-exported here, where
 # pbsens.inference.chains and users import them
 from .diagnostics import (BOUND_FRACTION, BOUND_TOL, ESS_PER_CHAIN, MIN_ACCEPT, MIN_DRAWS_ACCEPT,  # noqa: F401
@@ -325,6 +326,16 @@ def _first_state(posterior, theta, burn_in, metric_floor, metric):
     if G.shape != (d, d) or g.shape != (d,):
         raise PbsensError(f"'posterior'.evaluate returned grad {g.shape} and metric {G.shape}, "
                           f"expected ({d},) and ({d}, {d})")
+    windows = _windows(burn_in, metric_floor, metric)
+    L, jit = windows.factor(G)
+    if L is None:
+        raise PbsensError("'theta0': the metric is not positive definite there, even with jitter "
+                          "(add a prior, or start elsewhere)")
+    return _State(theta, lp, L, g, G), windows, jit
+
+
+def _windows(burn_in, metric_floor, metric):
+    """The checked metric options as the :class:`MetricWindows` that factor the metric."""
     if metric_floor is not None and (isinstance(metric_floor, bool) or not isinstance(
             metric_floor, (int, float, np.floating)) or not 0 < metric_floor < 1):
         raise PbsensError(f"'metric_floor' must be a number in (0, 1), got {metric_floor!r}")
@@ -334,12 +345,7 @@ def _first_state(posterior, theta, burn_in, metric_floor, metric):
         raise PbsensError(f"'metric'={metric!r} learns the covariance during burn-in: 'burn_in' must be >= 8, "
                           f"got {burn_in}")
     base_factor = _chol if metric_floor is None else (lambda M: _chol_floor(M, float(metric_floor)))
-    windows = MetricWindows(metric, base_factor, burn_in)
-    L, jit = windows.factor(G)
-    if L is None:
-        raise PbsensError("'theta0': the metric is not positive definite there, even with jitter "
-                          "(add a prior, or start elsewhere)")
-    return _State(theta, lp, L, g, G), windows, jit
+    return MetricWindows(metric, base_factor, burn_in)
 
 
 def _transition(posterior, cur, eps, factor, rng):
@@ -383,16 +389,17 @@ class _Trace:
         self.n_failed = self.n_non_pd = self.n_jitter = 0
 
 
-def _iterate(posterior, cur, n_samples, rng, steps, windows, trace, progress, callback):
-    """Run the ``steps.burn_in + n_samples`` iterations from ``cur``, filling ``trace``."""
+def _iterate(posterior, cur, n_samples, rng, steps, windows, trace, progress, callback, start=0, checkpoint=None):
+    """Run iterations ``start .. steps.burn_in + n_samples - 1`` from ``cur``, filling ``trace``;
+    ``checkpoint(i, snapshot)`` after each (``snapshot()``: the state after iteration ``i``)."""
     burn_in = steps.burn_in
     n_total = burn_in + n_samples
     bar = None
     if _progress_enabled(progress):
         from tqdm.auto import tqdm
-        bar = tqdm(total=n_total, desc="SMMALA", unit="it", leave=False)
+        bar = tqdm(total=n_total, initial=start, desc="SMMALA", unit="it", leave=False)
     try:
-        for i in range(n_total):
+        for i in range(start, n_total):
             in_burn = i < burn_in
             if i in windows.windows:
                 cur = _State(cur.theta, cur.logp, windows.update(i, trace.chain, cur.G), cur.grad, cur.G)
@@ -413,6 +420,8 @@ def _iterate(posterior, cur, n_samples, rng, steps, windows, trace, progress, ca
             trace.prob[i] = alpha
             if callback is not None:
                 callback(i, cur.theta, cur.logp, bool(trace.accepted[i]), alpha, eps, bool(trace.failed[i]))
+            if checkpoint is not None:
+                checkpoint(i, lambda i=i, cur=cur: snapshot_sampler(i + 1, cur, steps, windows, trace, rng))
             if bar is not None:
                 bar.update(1)
                 if (i + 1) % 50 == 0:
@@ -424,10 +433,16 @@ def _iterate(posterior, cur, n_samples, rng, steps, windows, trace, progress, ca
 
 
 def _run(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, adapt=True,
-         target_accept=0.6, progress=None, *, metric_floor=None, metric="fisher", callback=None) -> MCMCResult:
+         target_accept=0.6, progress=None, *, metric_floor=None, metric="fisher", callback=None,
+         checkpoint=None, resume=None) -> MCMCResult:
     """:func:`smmala` on ``posterior`` as given (no transform, no convergence checks).
 
     :func:`pbsens.sample` runs its chains through this (it transforms and checks itself).
+    ``checkpoint(i, snapshot)`` is called after every iteration ``i`` (``snapshot()`` returns
+    the sampler's complete state,
+    :func:`pbsens.inference.checkpoint.snapshot_sampler`); ``resume``, such a snapshot, continues the
+    chain from it (``seed``, a Generator, gets the snapshot's RNG state; ``theta0`` is not
+    evaluated): the result is the uninterrupted run's, bit for bit.
     """
     _check_posterior(posterior)
     theta = _start_point(posterior, theta0)
@@ -435,12 +450,18 @@ def _run(posterior, theta0, n_samples, step_size=None, burn_in=None, seed=0, ada
     n_samples, burn_in, step_size, rng = _run_options(d, n_samples, burn_in, step_size, target_accept, seed)
 
     t_start = time.perf_counter()
-    cur, windows, jit = _first_state(posterior, theta, burn_in, metric_floor, metric)
+    if resume is None:
+        cur, windows, jit = _first_state(posterior, theta, burn_in, metric_floor, metric)
+    else:
+        windows, jit = _windows(burn_in, metric_floor, metric), False
     steps = StepSize(step_size, burn_in, adapt, target_accept, windows.switch_at)
     n_total = burn_in + n_samples
     tr = _Trace(n_total, d)
     tr.n_jitter = int(jit)
-    _iterate(posterior, cur, n_samples, rng, steps, windows, tr, progress, callback)
+    start = 0
+    if resume is not None:
+        start, cur = restore_sampler(resume, _State.__new__(_State), steps, windows, tr, rng)
+    _iterate(posterior, cur, n_samples, rng, steps, windows, tr, progress, callback, start, checkpoint)
     wall = time.perf_counter() - t_start
     return MCMCResult(
         chain=tr.chain[burn_in:].copy(), logp=tr.logp[burn_in:].copy(),
