@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 
 from ..errors import PbsensError
@@ -31,7 +32,8 @@ def add_parser(subparsers):
                     "parameter has none, x likelihood, on the parameter scale) in local processes or on a "
                     "dask cluster; write posterior.nc (ArviZ InferenceData), summary.tsv (mean, sd, R-hat, "
                     "bulk/tail ESS, ESS per second) and trace, rank and pair plots into --out. Every argument "
-                    "and --out are checked before sampling; --out is created when the results are written.")
+                    "and --out are checked before sampling; --out is created when the results are written. "
+                    "The chains are checkpointed (--checkpoint): a killed run continues with --resume.")
     sp.add_argument("problem", metavar="PROBLEM", help="a PEtab YAML file or an SBtab folder (UQSA layout)")
     sp.add_argument("--chains", type=pos_int, default=d["chains"], help=f"number of chains (default {d['chains']})")
     sp.add_argument("--draws", type=pos_int, default=d["draws"],
@@ -52,9 +54,20 @@ def add_parser(subparsers):
     sp.add_argument("--metric-floor", type=nonneg_float, default=floor,
                     help="eigenvalue floor of the metric relative to its largest eigenvalue (default "
                          f"{'none' if floor is None else format(floor, 'g')}; 0: none, jitter-or-reject)")
-    add_out(sp, "output folder (default pbsens-sample); created when the results are written",
+    add_out(sp, "output folder (default pbsens-sample); created when the results are written (its "
+                "checkpoint subfolder when sampling starts)",
             metavar="DIR")
     sp.set_defaults(out="pbsens-sample")
+    sp.add_argument("--checkpoint", metavar="DIR", default=None,
+                    help="folder of the chains' checkpoints (default OUT/checkpoint): each chain's draws and "
+                         "complete sampler state, rewritten at most every 2 s and when it ends, and the run's "
+                         "arguments, so that a run killed part way can be continued with --resume. --force "
+                         "without --resume discards an earlier run's OUT/checkpoint")
+    sp.add_argument("--resume", action="store_true",
+                    help="continue the run checkpointed in the checkpoint folder: finished chains are read "
+                         "back, the others continue from their checkpoint, and the draws equal an "
+                         "uninterrupted run's; needs the same arguments (--seed may be left out). --out may "
+                         "then hold its checkpoint folder. Without a checkpoint there, the run starts afresh")
     add_force(sp, "a non-empty --out")
     sp.add_argument("--no-plots", action="store_true", help="skip the trace, rank and pair plots")
     add_quiet(sp, "print nothing but errors (no progress bars)")
@@ -62,18 +75,47 @@ def add_parser(subparsers):
     return sp
 
 
+def _check_out(args):
+    """Check --out and the checkpoint folder before sampling; returns the checkpoint folder.
+
+    The default one is ``OUT/checkpoint``: with --resume, --out may hold it (other files need
+    --force); without, a non-empty --out needs --force as before."""
+    from ..inference.checkpoint import open_dir
+    checkpoint = args.checkpoint or os.path.join(args.out, "checkpoint")
+    in_out = args.checkpoint is None
+    if args.resume and in_out and os.path.isdir(args.out):
+        others = sorted(set(os.listdir(args.out)) - {"checkpoint"})
+        if others and not args.force:
+            raise PbsensError(f"'--out': {args.out!r} holds files besides its checkpoint folder ({', '.join(others)}); "
+                              f"use --force to overwrite them")
+        check_out_dir(args.out, True)
+    else:
+        try:
+            check_out_dir(args.out, args.force)
+        except PbsensError as exc:
+            if in_out and os.path.isdir(checkpoint):
+                raise PbsensError(f"{exc}, or --resume to continue the run checkpointed in {checkpoint!r}") from None
+            raise
+    if not (args.force and in_out):
+        open_dir(checkpoint, args.resume)          # an earlier run's checkpoints need --resume
+    return checkpoint
+
+
 def run(args):
     """``pbsens sample``: check the arguments and --out, sample, write the outputs, print the summary table."""
     from ..inference.sample_output import summary, write_sample_output
     from ..problems import load
-    check_out_dir(args.out, args.force)      # fail before sampling, not after; created only when writing
+    checkpoint = _check_out(args)      # fail before sampling, not after; --out created only when writing
     if not os.path.exists(args.problem):
         raise PbsensError(f"PROBLEM {args.problem!r} does not exist")
     problem = load(args.problem)
     floor = args.metric_floor if args.metric_floor is None or args.metric_floor > 0 else None
+    if args.force and not args.resume and args.checkpoint is None and os.path.isdir(checkpoint):
+        shutil.rmtree(checkpoint)      # an earlier run's, in --out: --force overwrites it
     idata = _sample()(problem, chains=args.chains, draws=args.draws, burn_in=args.burn_in, method=args.method,
                       seed=args.seed, client=args.scheduler, n_workers=args.workers, progress=show_progress(args),
-                      metric_floor=floor, solver_options=solver_options(args))
+                      metric_floor=floor, solver_options=solver_options(args), checkpoint_dir=checkpoint,
+                      resume=args.resume)
     paths = write_sample_output(idata, args.out, force=True, plots=not args.no_plots)   # --out checked above
     att = idata.posterior.attrs
     n_chains, n_draws = idata.posterior.sizes["chain"], idata.posterior.sizes["draw"]

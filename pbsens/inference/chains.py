@@ -25,14 +25,19 @@ import warnings
 import numpy as np
 
 from ..errors import ConvergenceWarning, PbsensError
-from .smmala import ESS_PER_CHAIN, RHAT_MAX, _chains, _list  # noqa: F401 - the thresholds, re-exported
+from . import checkpoint as ckp
+from .smmala import ESS_PER_CHAIN, RHAT_MAX, MCMCResult, _chains, _list  # noqa: F401 - the thresholds, re-exported
 from .transform import UnboundedPosterior, to_parameter_scale
 from ..sensitivity.methods import FORWARD, METHOD_INFO
 
 __all__ = ["sample", "check_convergence"]
 
-# A test hook, not an option: dict(chain=k, at=i, mode="exit"|"raise") makes chain k's worker exit
-# (or raise) at iteration i. Read when sample() is called and shipped to the workers with the options.
+#: the arrays of a chain's result that :func:`sample` uses (and a finished chain's checkpoint keeps)
+_RESULT = ("chain", "logp", "accepted", "accept_prob", "solver_failed")
+
+# A test hook, not an option: dict(chain=k, at=i, mode="exit"|"raise"|"hang") makes chain k's worker exit
+# (or raise, or write its checkpoint and sleep for an hour) at iteration i. Read when sample() is called and
+# shipped to the workers with the options.
 _FAULT = None
 
 
@@ -75,10 +80,15 @@ def _chain_item(context, item):
     d = problem.dim
     buf = np.empty((n_total, d))
     lbuf = np.empty(n_total)
-    state = {"n": 0, "t_prog": 0.0, "t_ckpt": time.perf_counter()}
-    scratch = opts.get("scratch")
+    resume = item.get("resume")          # the chain's last checkpoint (pbsens.inference.checkpoint)
+    n0 = 0 if resume is None else int(resume["s_i"])
+    if resume is not None:
+        buf[:n0], lbuf[:n0] = resume["chain"], resume["logp"]
+    state = {"n": n0, "t_prog": 0.0, "t_ckpt": time.perf_counter(),
+             "wall0": 0.0 if resume is None else float(resume["wall"])}
+    scratch, ckdir = opts.get("scratch"), opts.get("checkpoint_dir")
     prog = os.path.join(scratch, f"chain_{k}.progress") if scratch else None
-    ckpt = os.path.join(scratch, f"chain_{k}.npz") if scratch else None
+    ckpt = os.path.join(ckdir or scratch, f"chain_{k}.npz") if (ckdir or scratch) else None
     fault = opts.get("fault") or {}
 
     def callback(i, theta, logp, accepted, prob, eps, failed):
@@ -91,12 +101,22 @@ def _chain_item(context, item):
             _write(prog, f"{i + 1} {n_total}")
             if opts.get("poll") is not None:     # chains run in this process: update the bars here
                 opts["poll"]()
-        if ckpt and ((i + 1) % 25 == 0 or now - state["t_ckpt"] > 2.0):
+
+    def checkpoint(i, snapshot):
+        now = time.perf_counter()
+        at_fault = fault.get("chain") == k and i + 1 == fault.get("at")
+        if ckdir and (now - state["t_ckpt"] >= ckp.SECONDS or (at_fault and fault.get("mode") == "hang")):
+            state["t_ckpt"] = now
+            ckp.save_chain(ckpt, dict(snapshot(), chain=buf[:i + 1], logp=lbuf[:i + 1], finished=False,
+                                      wall=state["wall0"] + now - t0), state)
+        elif ckpt and not ckdir and ((i + 1) % 25 == 0 or now - state["t_ckpt"] > 2.0):
             state["t_ckpt"] = now
             _checkpoint(ckpt, buf, lbuf, i + 1)
-        if fault.get("chain") == k and i + 1 == fault.get("at"):
+        if at_fault:
             if fault.get("mode") == "exit":
                 os._exit(17)   # a test hook: the worker process dies mid-chain
+            if fault.get("mode") == "hang":
+                time.sleep(3600)   # a test hook: a chain to kill from outside after its checkpoint
             raise RuntimeError(f"test fault in chain {k} at iteration {i + 1}")
 
     post = problem.log_posterior(method=opts["method"], **opts.get("solver_options", {}))
@@ -116,17 +136,23 @@ def _chain_item(context, item):
     try:
         res = _run(post, start, opts["draws"], step_size=opts.get("step_size"),
                    burn_in=opts["burn_in"], seed=rng, target_accept=opts["target_accept"], progress=False,
-                   metric_floor=opts.get("metric_floor"), metric=opts.get("metric", "fisher"), callback=callback)
+                   metric_floor=opts.get("metric_floor"), metric=opts.get("metric", "fisher"), callback=callback,
+                   checkpoint=checkpoint, resume=resume)
         if opts.get("transform"):
             to_parameter_scale(res, post)
     except Exception as exc:  # noqa: BLE001 - reported with the chain's seed, partial draws kept
         import traceback
         n = state["n"]
         return {"chain": k, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
-                "partial": buf[:n].copy(), "partial_logp": lbuf[:n].copy(), "wall": time.perf_counter() - t0}
+                "partial": buf[:n].copy(), "partial_logp": lbuf[:n].copy(),
+                "wall": state["wall0"] + time.perf_counter() - t0, "checkpoint_error": state.get("ckpt_error")}
     if prog:
         _write(prog, f"{n_total} {n_total}")
-    return {"chain": k, "result": res, "wall": time.perf_counter() - t0}
+    wall = state["wall0"] + time.perf_counter() - t0
+    if ckdir:
+        ckp.save_chain(ckpt, dict(chain=buf, logp=lbuf, finished=True, wall=wall, r_step_size=res.step_size,
+                                  **{f"r_{a}": getattr(res, a) for a in _RESULT}), state)
+    return {"chain": k, "result": res, "wall": wall, "checkpoint_error": state.get("ckpt_error")}
 
 
 def dispersed_starts(problem, chains, rng, *, method="exp2", scale=2.0, ridge=0.1, center=None,
@@ -236,7 +262,8 @@ def _progress_enabled(progress):
 # ------------------------------------------------------------------ the sampler
 def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None, client=None, n_workers=None,
            progress=True, *, theta0=None, metric_floor=1e-8, box_metric=None, step_size=None, target_accept=0.6,
-           solver_options=None, transform=True, ridge=0.1, init_scale=2.0, metric=None):
+           solver_options=None, transform=True, ridge=0.1, init_scale=2.0, metric=None, checkpoint_dir=None,
+           resume=False):
     """Run ``chains`` SMMALA chains in parallel on ``problem``'s posterior.
 
     Parameters
@@ -290,6 +317,20 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
         ESS is 2; with ``"fisher+cov"`` to 1.6-1.8 and 10 (docs/PERFORMANCE.md).
     solver_options : dict, optional
         Passed to ``Problem.evaluate`` (``rtol``, ``atol``, ``solver``).
+    checkpoint_dir : str or path, optional
+        Keep the run resumable: each chain writes ``chain_<k>.npz`` there (its draws and
+        the sampler's complete state: position, cached gradient and metric, random
+        generator, step-size adaptation, burn-in covariance, counters;
+        :mod:`pbsens.inference.checkpoint`) at most every 2 s and when it ends, atomically,
+        and ``run.json`` records the arguments and starting points. The workers must see
+        the directory. A directory holding an earlier run's checkpoints is refused
+        unless ``resume``.
+    resume : bool
+        Continue the run in ``checkpoint_dir`` (killed part way, even by SIGKILL): finished
+        chains are read back, the others continue from their last checkpoint, and the
+        result equals the uninterrupted run's, draw for draw. The arguments must be the
+        stored run's (``seed=None`` takes its seed); otherwise PbsensError. With no
+        checkpoint there, the run starts afresh.
 
     Returns
     -------
@@ -299,7 +340,8 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
         ``step_size``, ``solver_failed``), ``observed_data`` (the measurements), and
         ``attrs`` with the seed, method, per-chain seconds and failures, the initial step
         size, the support (JSON ``[lower, upper]``) and ``convergence_warnings`` (a JSON
-        list of the messages below).
+        list of the messages below); with ``checkpoint_dir``, ``resumed_iterations`` (JSON
+        ``{chain: iterations read back from its checkpoint}``).
 
     Warns
     -----
@@ -311,22 +353,39 @@ def sample(problem, chains=4, draws=1000, burn_in=None, method="exp2", seed=None
     Raises
     ------
     PbsensError
-        Invalid arguments, or every chain failed (the message names each seed).
+        Invalid arguments, every chain failed (the message names each seed), or a
+        ``checkpoint_dir`` that holds a run without ``resume`` / another run's arguments.
     """
+    stored = None if checkpoint_dir is None else ckp.open_dir(checkpoint_dir, resume)
+    if seed is None and stored is not None:
+        seed = stored["settings"]["seed"]
     chains, draws, burn_in, entropy, metric = _checked_arguments(chains, draws, burn_in, method, seed, metric)
     if box_metric is None:
         box_metric = not transform
-    z0, starts = _start_points(problem, chains, theta0, transform, entropy, method=method, init_scale=init_scale,
-                               ridge=ridge, solver_options=solver_options)
     opts = dict(method=method, draws=draws, burn_in=burn_in, metric_floor=metric_floor, box_metric=box_metric,
                 step_size=step_size, transform=bool(transform), ridge=float(ridge),
                 target_accept=target_accept, metric=metric, fault=_FAULT,
                 solver_options=dict(solver_options or {}))
-    items = [dict(chain=k, entropy=entropy, theta0=starts[k], z0=None if z0 is None else z0[k])
-             for k in range(chains)]
-    ok, failed, wall = _run_chains(problem, opts, items, client, n_workers, progress)
+
+    def starts_fn():
+        return _start_points(problem, chains, theta0, transform, entropy, method=method, init_scale=init_scale,
+                             ridge=ridge, solver_options=solver_options)
+    done, states = {}, {}
+    if checkpoint_dir is None:
+        z0, starts = starts_fn()
+    else:
+        opts["checkpoint_dir"] = os.path.abspath(os.fspath(checkpoint_dir))
+        settings = ckp.run_settings(problem, opts, chains=chains, seed=entropy, theta0=theta0, init_scale=init_scale)
+        z0, starts, done, states = ckp.begin(checkpoint_dir, stored, settings, starts_fn)
+    items = [dict(chain=k, entropy=entropy, theta0=starts[k], z0=None if z0 is None else z0[k], resume=states.get(k))
+             for k in range(chains) if k not in done]
+    ok, failed, wall = _run_chains(problem, opts, items, client, n_workers, progress, chains) if items else ([], [], 0.)
+    ok = sorted(ok + [_finished(k, a) for k, a in done.items()], key=lambda r: r["chain"])
     _report_failures(ok, failed, entropy)
-    idata = _inference_data(problem, ok, failed, _run_info(problem, opts, entropy, chains, wall), starts)
+    info = _run_info(problem, opts, entropy, chains, wall)
+    if checkpoint_dir is not None:
+        info["resumed_iterations"] = ckp.report(ok + failed, done, states, checkpoint_dir)
+    idata = _inference_data(problem, ok, failed, info, starts)
     _warn_convergence(idata)
     return idata
 
@@ -385,10 +444,17 @@ def _start_points(problem, chains, theta0, transform, entropy, *, method, init_s
     return z0, starts
 
 
-def _run_chains(problem, opts, items, client, n_workers, progress):
+def _finished(k, arrays):
+    """A finished chain's result, read back from its checkpoint (``arrays``)."""
+    res = MCMCResult(accept_rate=float(np.mean(arrays["r_accepted"])), step_size=float(arrays["r_step_size"]),
+                     wall_time=float(arrays["wall"]), **{a: arrays[f"r_{a}"] for a in _RESULT})
+    return {"chain": k, "result": res, "wall": float(arrays["wall"])}
+
+
+def _run_chains(problem, opts, items, client, n_workers, progress, n_chains):
     """Run the chains ``items`` (:func:`_chain_item`) where :func:`sample` was told to, with a
-    progress bar per chain; returns ``(ok, failed, wall)``, the finished and the failed chains'
-    results (a failed chain's draws up to its last checkpoint) and the seconds taken."""
+    progress bar for each of the ``n_chains`` chains; returns ``(ok, failed, wall)``, the finished and the
+    failed chains' results (a failed chain's draws up to its last checkpoint) and the seconds taken."""
     chains = len(items)
     if n_workers is None and client is None:
         n_workers = max(1, min(chains, os.cpu_count() or 1))
@@ -398,7 +464,11 @@ def _run_chains(problem, opts, items, client, n_workers, progress):
     target = problem if in_process else problem_recipe(problem)
     scratch = tempfile.mkdtemp(prefix="pbsens-chains-")
     opts = dict(opts, scratch=scratch)
-    bars = _Bars(chains, opts["burn_in"] + opts["draws"], scratch, _progress_enabled(progress))
+    n_total = opts["burn_in"] + opts["draws"]
+    start = {it["chain"]: 0 if it["resume"] is None else int(it["resume"]["s_i"]) for it in items}
+    for k in range(n_chains):        # a resumed run's bars start where the checkpoints are
+        _write(os.path.join(scratch, f"chain_{k}.progress"), f"{start.get(k, n_total)} {n_total}")
+    bars = _Bars(n_chains, n_total, scratch, _progress_enabled(progress))
     if in_process:
         opts["poll"] = bars.poll
     t0 = time.perf_counter()
@@ -409,9 +479,10 @@ def _run_chains(problem, opts, items, client, n_workers, progress):
         bars.close()
     wall = time.perf_counter() - t0
     ok, failed = [], []
-    for k, r in enumerate(raw):
+    for item, r in zip(items, raw):
+        k = item["chain"]
         if isinstance(r, TaskFailure):
-            part = _read_checkpoint(scratch, k)
+            part = _read_checkpoint(opts.get("checkpoint_dir") or scratch, k)
             failed.append(dict(chain=k, error=r.error, partial=part[0], partial_logp=part[1], wall=float("nan")))
         elif "error" in r:
             failed.append(r)
