@@ -19,7 +19,7 @@ Reported per tool and variant: best llh, converged starts (final llh within 0.5 
 found by any tool or variant on that problem: the usual waterfall criterion), failed starts, CPU
 seconds of all starts (``time.process_time`` in the process that ran each start, summed: the
 optimiser and the objective; model compilation excluded on both sides, the models come from the
-tools' caches), converged starts per CPU minute and its ratio to pyPESTO + AMICI's. One waterfall
+tools' caches, and pbsens's workers are warmed up by two untimed short fits each), converged starts per CPU minute and its ratio to pyPESTO + AMICI's. One waterfall
 plot per problem with every variant and AMICI (``docs/img/fit_waterfall_<problem>.png``); the
 numbers in ``benchmarks/results/fit_<problem>.json``.
 
@@ -75,9 +75,18 @@ def summarise(llh, cpu, best, n_failed):
             "converged_per_cpu_min": conv / (cpu / 60.0) if cpu > 0 else None}
 
 
+def warm_up(problem, starts, variant, workers):
+    """Two short fits per worker, untimed: the workers import fides and load the kernels (a first call
+    would otherwise count a worker's start-up in its first start's CPU time)."""
+    import pbsens
+    pbsens.fit(problem, starts=np.repeat(starts[:1], 2 * workers, axis=0), optimizer="fides", method=variant,
+               n_workers=workers, progress=False, options={"maxiter": 2})
+
+
 def run_pbsens(problem, starts, variant, workers, work):
     import pbsens
     out = work / f"pbsens-{variant}"
+    warm_up(problem, starts, variant, workers)
     t0 = time.perf_counter()
     res = pbsens.fit(problem, starts=starts, optimizer="fides", method=variant, n_workers=workers, out=out,
                      resume=out.exists(), progress=sys.stderr.isatty(), seed=0)

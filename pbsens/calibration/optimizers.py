@@ -59,6 +59,8 @@ def run_optimizer(optimizer, objective, x0, lb, ub, options=None):
     opts = default_options(optimizer)
     opts.update(options or {})
     x0 = np.clip(np.asarray(x0, dtype=np.float64), lb, ub)
+    if not math.isfinite(objective.fun_grad(x0)[0]):    # evaluated with sensitivities: the optimiser reuses it
+        return _failed_at_start(x0)
     run = {"fides": _fides, "least_squares": _least_squares, "L-BFGS-B": _lbfgsb}[optimizer]
     return run(objective, x0, np.asarray(lb, float), np.asarray(ub, float), opts)
 
@@ -84,10 +86,6 @@ def _least_squares(objective, x0, lb, ub, opts):
     def jac(x):
         return objective.residuals(x)[1]
 
-    res0 = fun(x0)
-    if not np.all(np.isfinite(res0)):
-        return _failed_at_start(x0)
-    # bounds may not be touched by trf's interior iterates
     r = least_squares(fun, x0, jac=jac, bounds=(lb, ub), method="trf", **opts)
     fval = objective.value(r.x)
     return {"x": r.x, "fval": float(fval), "n_iter": int(r.nfev), "status": int(r.status),
@@ -96,10 +94,6 @@ def _least_squares(objective, x0, lb, ub, opts):
 
 def _lbfgsb(objective, x0, lb, ub, opts):
     from scipy.optimize import minimize
-    f0, _ = objective.fun_grad(x0)
-    if not math.isfinite(f0):
-        return _failed_at_start(x0)
-
     def fg(x):
         f, g = objective.fun_grad(x)
         if not math.isfinite(f):      # L-BFGS-B's line search backs off from a large finite value

@@ -1,0 +1,273 @@
+"""Multi-start fits (pbsens.fit), their results, resume after a kill, and ``pbsens fit``.
+
+The accuracy reference is a linear-Gaussian problem (tests/fit_problems.py) whose maximum-
+likelihood estimate is the ordinary least-squares solution, computed here with numpy.
+"""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pbsens
+import pbsens.petab
+from pbsens.calibration import FitError, FitResult, draw_starts
+from pbsens.errors import SolverError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fit_problems import linear_gaussian, linear_mle  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+BOEHM = ROOT / "tests" / "data" / "petab" / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
+
+
+@pytest.fixture(scope="module")
+def linear(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("linear")
+    yaml = linear_gaussian(folder)
+    return pbsens.petab.load(str(yaml)), linear_mle(folder)[0], folder
+
+
+@pytest.mark.parametrize("optimizer", ["fides", "least_squares", "L-BFGS-B"])
+def test_linear_gaussian_mle_from_every_start(linear, optimizer):
+    problem, theta_hat, _ = linear
+    res = pbsens.fit(problem, 8, optimizer=optimizer, method="exp2", seed=3, n_workers=1, progress=False)
+    assert len(res) == 8 and res.n_failed == 0
+    for s in res.starts:
+        np.testing.assert_allclose(s.x, theta_hat, atol=1e-6, rtol=0)
+    assert res.n_converged() == 8
+    np.testing.assert_allclose(res.x, theta_hat, atol=1e-6)
+    # the llh reported is the problem's llh at the end point
+    assert res.best.llh == pytest.approx(problem.llh(res.best.x), abs=1e-9)
+
+
+def test_exp2_fs_policy_ends_with_fs(linear):
+    problem, theta_hat, _ = linear
+    res = pbsens.fit(problem, 2, seed=1, n_workers=1, progress=False)      # the default policy
+    assert res.info["method"] == "exp2+fs"
+    for s in res.starts:
+        assert [p["method"] for p in s.phases] == ["exp2", "fs"]
+        np.testing.assert_allclose(s.x, theta_hat, atol=1e-6)
+
+
+def test_starts_reproducible_by_seed_within_bounds(linear):
+    problem = linear[0]
+    for sampling in ("uniform", "lhs"):
+        a = draw_starts(problem, 20, seed=7, sampling=sampling)
+        b = draw_starts(problem, 20, seed=7, sampling=sampling)
+        c = draw_starts(problem, 20, seed=8, sampling=sampling)
+        np.testing.assert_array_equal(a, b)
+        assert not np.array_equal(a, c)
+        assert np.all(a >= problem.bounds[:, 0]) and np.all(a <= problem.bounds[:, 1])
+    # a Latin hypercube has one point in each of the n slices of every parameter's range
+    lhs = draw_starts(problem, 20, seed=1, sampling="lhs")
+    lb, ub = problem.bounds[:, 0], problem.bounds[:, 1]
+    slices = np.floor((lhs - lb) / (ub - lb) * 20).astype(int)
+    for j in range(problem.dim):
+        assert sorted(slices[:, j]) == list(range(20))
+
+
+def test_same_seed_same_fit(linear):
+    problem = linear[0]
+    a = pbsens.fit(problem, 4, method="exp2", seed=11, n_workers=1, progress=False)
+    b = pbsens.fit(problem, 4, method="exp2", seed=11, n_workers=1, progress=False)
+    assert [s.x0 for s in a.starts] == [s.x0 for s in b.starts]
+    assert [s.x for s in a.starts] == [s.x for s in b.starts]
+    assert a.info["seed"] == 11
+
+
+def test_failed_starts_counted_not_fatal(linear, monkeypatch):
+    problem, theta_hat, _ = linear
+    real = type(problem).evaluate
+
+    def flaky(self, theta=None, **kw):
+        if theta is not None and np.asarray(theta)[0] > 5.0:     # the simulation "fails" there
+            raise SolverError("test: integration failed")
+        return real(self, theta, **kw)
+
+    monkeypatch.setattr(type(problem), "evaluate", flaky)
+    starts = np.array([[7.0, 0.0], [0.0, 0.0], [9.0, 1.0], [-3.0, 2.0]])
+    res = pbsens.fit(problem, starts=starts, method="exp2", n_workers=1, progress=False)
+    assert res.n_failed == 2
+    failed = [s for s in res.starts if not math.isfinite(s.fval)]
+    assert sorted(s.index for s in failed) == [0, 2]
+    assert all("failed" in s.message for s in failed)
+    ok = [s for s in res.starts if math.isfinite(s.fval)]
+    for s in ok:
+        np.testing.assert_allclose(s.x, theta_hat, atol=1e-6)
+    assert res.best.index in (1, 3)
+    assert "2 failed" in repr(res)
+
+
+def test_result_table_save_load(linear, tmp_path):
+    problem = linear[0]
+    res = pbsens.fit(problem, 3, method="exp2", seed=2, n_workers=1, progress=False)
+    df = res.to_dataframe()
+    assert list(df["llh"]) == sorted(df["llh"], reverse=True)
+    assert {"a", "b", "n_iter", "cpu", "status", "message"} <= set(df.columns)
+    path = res.save(tmp_path / "fit.json")
+    back = FitResult.load(path)
+    assert [s.x for s in back.starts] == [s.x for s in res.starts]
+    assert back.parameter_ids == ["a", "b"]
+    with pytest.raises(FitError, match="exists"):
+        res.save(path)
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(FitError, match="not a pbsens fit"):
+        FitResult.load(tmp_path / "bad.json")
+
+
+def test_bad_arguments(linear, tmp_path):
+    problem = linear[0]
+    with pytest.raises(FitError, match="optimizer"):
+        pbsens.fit(problem, 2, optimizer="nelder-mead")
+    with pytest.raises(FitError, match="method"):
+        pbsens.fit(problem, 2, method="euler")
+    with pytest.raises(FitError, match="n_starts"):
+        pbsens.fit(problem, 0)
+    with pytest.raises(FitError, match="starts"):
+        pbsens.fit(problem, starts=np.array([[100.0, 0.0]]))
+    with pytest.raises(FitError, match="resume"):
+        pbsens.fit(problem, 2, resume=True)
+    (tmp_path / "x.txt").write_text("mine")
+    with pytest.raises(FitError, match="not empty"):
+        pbsens.fit(problem, 2, out=tmp_path, n_workers=1)
+    assert (tmp_path / "x.txt").read_text() == "mine"
+
+
+def test_out_folder_refused_without_resume_and_resume_checks_settings(linear, tmp_path):
+    problem = linear[0]
+    out = tmp_path / "fit"
+    first = pbsens.fit(problem, 3, method="exp2", seed=5, n_workers=1, out=out, progress=False)
+    assert sorted(os.listdir(out / "starts")) == [f"start_0000{k}.json" for k in range(3)]
+    with pytest.raises(FitError, match="already holds a fit"):
+        pbsens.fit(problem, 3, method="exp2", seed=5, n_workers=1, out=out)
+    with pytest.raises(FitError, match="seed"):
+        pbsens.fit(problem, 3, method="exp2", seed=6, n_workers=1, out=out, resume=True)
+    again = pbsens.fit(problem, 3, method="exp2", seed=5, n_workers=1, out=out, resume=True, progress=False)
+    assert again.info["resumed"] == 3
+    assert [s.x for s in again.starts] == [s.x for s in first.starts]
+
+
+def test_least_squares_refuses_laplace_noise(tmp_path):
+    yaml = linear_gaussian(tmp_path)
+    obs = (tmp_path / "observables.tsv").read_text().replace("normal", "laplace")
+    (tmp_path / "observables.tsv").write_text(obs)
+    problem = pbsens.petab.load(str(yaml))
+    with pytest.raises(FitError, match="Laplace"):
+        pbsens.fit(problem, 2, optimizer="least_squares", n_workers=1)
+
+
+def test_least_squares_objective_is_minus_llh_with_estimated_sigma():
+    """Boehm estimates its noise parameters: 1/2 |res|^2 (with the sigma residuals) differs from -llh by a
+    constant, and the residual Jacobian is the derivative of the residuals (central differences)."""
+    from pbsens.calibration import Objective
+    problem = pbsens.petab.load(str(BOEHM))
+    obj = Objective(problem, method="fs")
+    x1 = problem.x_nominal.copy()
+    x2 = x1 + 0.05
+    res1, jac1 = obj.residuals(x1)
+    res2, _ = obj.residuals(x2)
+    assert res1.size > problem.petab_problem.measurement_df.shape[0]      # sigma residuals appended
+    c1 = 0.5 * res1 @ res1 + problem.llh(x1)
+    c2 = 0.5 * res2 @ res2 + problem.llh(x2)
+    assert c1 == pytest.approx(c2, rel=1e-9, abs=1e-6)
+    h = 1e-5
+    for j in (0, problem.dim - 1):
+        e = np.zeros(problem.dim)
+        e[j] = h
+        fd = (obj.residuals(x1 + e)[0] - obj.residuals(x1 - e)[0]) / (2 * h)
+        np.testing.assert_allclose(jac1[:, j], fd, rtol=1e-4, atol=1e-5 * np.abs(fd).max())
+
+
+_KILL_SCRIPT = """
+import sys, pbsens, pbsens.petab
+p = pbsens.petab.load(sys.argv[1])
+pbsens.fit(p, 6, method="exp2", seed=4, n_workers=1, out=sys.argv[2], resume=True, progress=False)
+"""
+
+
+def test_killed_fit_resumes_to_the_uninterrupted_result(tmp_path):
+    """A fit SIGKILLed after some starts ended continues with resume=True and ends with the same
+    records as an uninterrupted run with the same seed."""
+    problem = pbsens.petab.load(str(BOEHM))
+    reference = pbsens.fit(problem, 6, method="exp2", seed=4, n_workers=1, progress=False)
+    out = tmp_path / "fit"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_SCRIPT, str(BOEHM), str(out)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline:
+            n = len(os.listdir(out / "starts")) if (out / "starts").is_dir() else 0
+            if n >= 2 or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the fit ended before it could be killed: {proc.stderr.read()[-2000:]!r}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    done_before = {json.loads((out / "starts" / f).read_text())["index"] for f in os.listdir(out / "starts")
+                   if f.endswith(".json")}
+    assert 2 <= len(done_before) < 6
+    resumed = pbsens.fit(problem, 6, method="exp2", seed=4, n_workers=1, out=out, resume=True, progress=False)
+    assert resumed.info["resumed"] == len(done_before)
+    ref = {s.index: s for s in reference.starts}
+    for s in resumed.starts:
+        assert s.x0 == ref[s.index].x0
+        np.testing.assert_allclose(s.x, ref[s.index].x, rtol=0, atol=1e-12)
+        assert s.llh == pytest.approx(ref[s.index].llh, abs=1e-10)
+    assert FitResult.load(out).best.llh == pytest.approx(reference.best.llh, abs=1e-10)
+
+
+def test_fit_in_worker_processes_equals_in_process(linear):
+    problem = linear[0]
+    a = pbsens.fit(problem, 4, method="exp2", seed=9, n_workers=1, progress=False)
+    b = pbsens.fit(problem, 4, method="exp2", seed=9, n_workers=2, progress=False)
+    assert [s.x for s in a.starts] == [s.x for s in b.starts]
+
+
+def test_worker_death_is_a_failed_start_that_resume_reruns(linear, tmp_path, monkeypatch):
+    from pbsens.calibration import multistart
+    problem = linear[0]
+    out = tmp_path / "fit"
+    monkeypatch.setitem(multistart._FAULT, "at", 1)
+    res = pbsens.fit(problem, 3, method="exp2", seed=2, n_workers=2, out=out, progress=False)
+    bad = [s for s in res.starts if s.index == 1][0]
+    assert bad.status == -98 and "worker" in bad.message and res.n_failed == 1
+    monkeypatch.delitem(multistart._FAULT, "at")
+    again = pbsens.fit(problem, 3, method="exp2", seed=2, n_workers=2, out=out, resume=True, progress=False)
+    assert again.n_failed == 0 and again.info["resumed"] == 2
+
+
+def test_cli_fit_writes_its_files(linear, tmp_path, capsys):
+    from pbsens.cli import main
+    _, theta_hat, folder = linear
+    out = tmp_path / "fit"
+    yaml = str(folder / "linear.yaml")
+    rc = main(["fit", yaml, "--starts", "3", "--workers", "1", "--seed", "1", "--method", "exp2", "--out", str(out)])
+    assert rc == 0
+    for f in ("fit.json", "fit.csv", "waterfall.png", "data_fit.png", "best_parameters.tsv", "run.json"):
+        assert (out / f).is_file(), f
+    text = capsys.readouterr().out
+    assert "best llh" in text and "3 of 3 starts within 0.5" in text
+    import pandas as pd
+    table = pd.read_csv(out / "best_parameters.tsv", sep="\t", index_col=0)
+    np.testing.assert_allclose(table.loc[["a", "b"], "nominalValue"], theta_hat, atol=1e-6)
+    assert main(["fit", yaml, "--starts", "3", "--workers", "1", "--seed", "1", "--method", "exp2",
+                 "--out", str(out)]) == 1                     # refused: a fit is there
+    assert "--resume" in capsys.readouterr().err
+    assert main(["fit", yaml, "--starts", "3", "--workers", "1", "--seed", "1", "--method", "exp2",
+                 "--out", str(out), "--resume", "-q"]) == 0
+    # profiles from that fit
+    pout = tmp_path / "prof"
+    assert main(["profile", yaml, "--fit", str(out), "--out", str(pout), "--method", "exp2"]) == 0
+    for f in ("profiles.json", "profiles.csv", "intervals.tsv", "profiles.png"):
+        assert (pout / f).is_file(), f
