@@ -271,3 +271,40 @@ def test_cli_fit_writes_its_files(linear, tmp_path, capsys):
     assert main(["profile", yaml, "--fit", str(out), "--out", str(pout), "--method", "exp2"]) == 0
     for f in ("profiles.json", "profiles.csv", "intervals.tsv", "profiles.png"):
         assert (pout / f).is_file(), f
+
+
+def test_cli_sample_init_starts_chains_at_the_best_fits(linear, tmp_path, monkeypatch):
+    """``pbsens sample --init FIT``: chain k starts at the k-th best end point of the fit."""
+    from pbsens.cli import main
+    from pbsens.cli import sample as sample_cli
+    problem, _, folder = linear
+    yaml = str(folder / "linear.yaml")
+    starts = np.array([[1.0, 1.0], [2.0, -1.0], [-9.0, 9.0]])
+    fit = pbsens.fit(problem, starts=starts, method="exp2", n_workers=1, progress=False,
+                     options={"maxiter": 1})     # one iteration: three different end points
+    fit.save(tmp_path / "fit.json")
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    import functools
+    from pbsens.inference.chains import sample as real_sample
+
+    @functools.wraps(real_sample)         # the parser reads the defaults from the signature
+    def fake_sample(problem, **kw):
+        seen.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(sample_cli, "_sample", lambda: fake_sample)
+    with pytest.raises(Stop):
+        main(["sample", yaml, "--init", str(tmp_path / "fit.json"), "--chains", "4", "--out", str(tmp_path / "s")])
+    ends = [s.x for s in fit.starts]
+    np.testing.assert_array_equal(seen["theta0"], [ends[0], ends[1], ends[2], ends[0]])
+    other = tmp_path / "other"
+    linear_gaussian(other)
+    (other / "parameters.tsv").write_text((other / "parameters.tsv").read_text().replace("\nb\t", "\nc\t")
+                                          .replace("x + b", "x + c"))
+    (other / "observables.tsv").write_text((other / "observables.tsv").read_text().replace("x + b", "x"))
+    assert main(["sample", str(other / "linear.yaml"), "--init", str(tmp_path / "fit.json"),
+                 "--out", str(tmp_path / "s2")]) == 1

@@ -46,6 +46,10 @@ def add_parser(subparsers):
     add_solver_options(sp, what="solver (of the states; for fs of states and sensitivities together)",
                        default_text=evaluate_default_text())
     sp.add_argument("--seed", type=int, default=None, help="root seed of the chains (default: fresh, recorded)")
+    sp.add_argument("--init", metavar="FIT", default=None,
+                    help="start the chains at the best fits of a 'pbsens fit' run (its folder or fit.json): "
+                         "chain k at the k-th best end point (cycling when the fit has fewer finished starts "
+                         "than chains); default: dispersed around the nominal values")
     sp.add_argument("--workers", type=pos_int, default=None,
                     help="local worker processes (default min(chains, CPUs))")
     sp.add_argument("--scheduler", metavar="ADDRESS|local", default=None,
@@ -101,6 +105,24 @@ def _check_out(args):
     return checkpoint
 
 
+def _init_points(args, problem):
+    """``theta0`` (chains, d) from ``--init FIT``: the best fits' end points; None without --init."""
+    if args.init is None:
+        return None
+    import math
+
+    import numpy as np
+
+    from ..calibration import FitResult
+    fit = FitResult.load(args.init)
+    if list(fit.parameter_ids) != list(problem.parameter_ids):
+        raise PbsensError(f"'--init': {args.init!r} was fitted on other parameters than {args.problem!r} estimates")
+    ends = [s.x for s in fit.starts if math.isfinite(s.fval)]
+    if not ends:
+        raise PbsensError(f"'--init': no start of the fit in {args.init!r} ended with a finite objective")
+    return np.array([ends[k % len(ends)] for k in range(args.chains)], dtype=np.float64)
+
+
 def run(args):
     """``pbsens sample``: check the arguments and --out, sample, write the outputs, print the summary table."""
     from ..inference.sample_output import summary, write_sample_output
@@ -115,6 +137,7 @@ def run(args):
     idata = _sample()(problem, chains=args.chains, draws=args.draws, burn_in=args.burn_in, method=args.method,
                       seed=args.seed, client=args.scheduler, n_workers=args.workers, progress=show_progress(args),
                       metric_floor=floor, solver_options=solver_options(args), checkpoint_dir=checkpoint,
+                      theta0=_init_points(args, problem),
                       resume=args.resume)
     paths = write_sample_output(idata, args.out, force=True, plots=not args.no_plots)   # --out checked above
     att = idata.posterior.attrs
