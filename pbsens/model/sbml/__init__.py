@@ -28,8 +28,9 @@ How SBML maps onto a spec
   ``constant``), species with a rate rule, and parameters with a rate rule, in
   document order (species first). A species state is the quantity its SBML
   symbol denotes: the *concentration* for ``hasOnlySubstanceUnits="false"``
-  species, the *amount* for ``hasOnlySubstanceUnits="true"`` species (and for
-  species in 0-dimensional compartments). Kinetic laws are in amount/time, so
+  species, the *amount* for ``hasOnlySubstanceUnits="true"`` species (and, in
+  Level 1-2 models only, for species in 0-dimensional compartments; Level 3
+  treats a 0-dimensional compartment like any other). Kinetic laws are in amount/time, so
   for a concentration species in compartment ``V``::
 
       d[S]/dt = conversionFactor * (sum_r stoich_r * flux_r) / V
@@ -67,7 +68,8 @@ How SBML maps onto a spec
   computed once) is substituted into the stoichiometry.
 * **Function definitions** are inlined (lambda bodies substituted); the
   ``time`` csymbol is ``spec.time`` (the csymbol's own name when it is a usable
-  identifier, else ``t``); ``avogadro`` is the number 6.02214076e23.
+  identifier, else ``t``); ``avogadro`` is the number SBML Level 3 defines, 6.02214179e23 (not the
+  2019 SI value 6.02214076e23).
 * **Names** that are Python keywords, functions of the expression dialect or
   ``pi`` get a trailing ``_``; ``meta["sbml_names"]`` maps SBML id -> spec name
   for every renamed element.

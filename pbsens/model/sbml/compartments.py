@@ -2,8 +2,10 @@
 
 A species state is the quantity its SBML symbol denotes: the concentration for
 ``hasOnlySubstanceUnits="false"`` species, the amount for
-``hasOnlySubstanceUnits="true"`` species and for species in 0-dimensional
-compartments. Kinetic laws are in amount/time, so a concentration species'
+``hasOnlySubstanceUnits="true"`` species and, in SBML Level 2 only, for species in
+0-dimensional compartments (Level 2 gives those no concentration; Level 3 dropped
+the special case: a 0-dimensional compartment's size divides like any other, SBML
+Test Suite case 01809). Kinetic laws are in amount/time, so a concentration species'
 right-hand side is divided by its compartment's size, and an initial amount is
 turned into a concentration (and back) with that size. The conversion factor
 (species' or model's) multiplies the reaction terms. Units themselves are not
@@ -30,10 +32,19 @@ def compartment_of(ctx, sp):
     return c
 
 
+def zero_dimensional_l2(ctx, c):
+    """True for a 0-dimensional compartment ``c`` of a Level 1-2 model: its species are amounts.
+
+    Level 3 (V1 and V2) has no such rule: the species' symbol is its concentration
+    unless ``hasOnlySubstanceUnits``, whatever the compartment's dimensions, so there a
+    0-dimensional compartment is like any other (SBML Test Suite case 01809, levels 3.1, 3.2).
+    """
+    return ctx.m.getLevel() < 3 and c.getSpatialDimensionsAsDouble() == 0
+
+
 def amount_only(ctx, sp):
     """True when species ``sp``'s symbol is its amount (not its concentration)."""
-    c = compartment_of(ctx, sp)
-    return sp.getHasOnlySubstanceUnits() or c.getSpatialDimensionsAsDouble() == 0
+    return sp.getHasOnlySubstanceUnits() or zero_dimensional_l2(ctx, compartment_of(ctx, sp))
 
 
 def compartment_size(c):
@@ -65,8 +76,8 @@ def species_initial(ctx, sp):
         return f"{amount}/({ctx.initial(sp.getCompartment())})"
     if sp.isSetInitialConcentration():
         conc = number_text(sp.getInitialConcentration())
-        if not amount_only(ctx, sp) or compartment_of(ctx, sp).getSpatialDimensionsAsDouble() == 0:
-            return conc
+        if not amount_only(ctx, sp) or zero_dimensional_l2(ctx, compartment_of(ctx, sp)):
+            return conc   # Level 2, 0-dimensional: the concentration is read as the amount
         return f"{conc}*({ctx.initial(sp.getCompartment())})"
     raise ModelError(f"{ctx.src}: species {sp.getId()!r} has no initial amount, concentration or "
                      f"initial assignment")
