@@ -35,9 +35,16 @@ class _Printer(PythonCodePrinter):
         a = self._print(expr.args[0])
         return f"(0.0 if {a} == 0 else math.copysign(1.0, {a}))"
 
+    def _print_Integer(self, expr):
+        # numba types integer literals as int64: a larger one (sympy's exact arithmetic on big
+        # integer-valued numbers) would not compile; as a float it means the same to the model
+        if abs(expr.p) >= 2 ** 63:
+            return repr(float(expr))
+        return super()._print_Integer(expr)
+
     def _print_Derivative(self, expr):
         raise ModelError(f"cannot generate code for the derivative {expr}: the expression is not "
-                         "differentiable in closed form (e.g. floor/ceiling of a state)")
+                         "differentiable in closed form")
 
 
 def _block(printer, outputs, indent="    "):

@@ -35,7 +35,10 @@ Rules, checked by :func:`ModelSpec.validate`:
   the start only when ``initial_value`` is false;
 * expressions use ``+ - * / **`` (``^`` is read as power), parentheses, numbers,
   the functions listed in :data:`pbsens.model.symbolic.FUNCTIONS`, comparisons,
-  ``and``/``or``/``not`` and ``piecewise(value1, condition1, ..., otherwise)``.
+  ``and``/``or``/``not`` and ``piecewise(value1, condition1, ..., otherwise)``. As in
+  SBML, a condition (or ``True``/``False``) used as a number is 1 where it holds and 0
+  elsewhere, and a number used as a condition holds where it is not 0; ``floor`` and
+  ``ceiling`` have derivative 0.
 """
 from __future__ import annotations
 

@@ -26,21 +26,31 @@ def _log(x, base=None):
     return sp.log(x) if base is None else sp.log(x, base)
 
 
+def as_number(e):
+    """A condition used as a number: 1 where it holds, 0 elsewhere (SBML's booleans in
+    arithmetic); anything else unchanged."""
+    return sp.Piecewise((sp.S.One, e), (sp.S.Zero, True)) if _is_condition(e) else e
+
+
+def as_condition(e):
+    """A number used as a condition: true where it is not 0 (SBML Level 3 Version 2); the
+    condition itself for a boolean used as a number (``as_number``'s 0/1)."""
+    if _is_condition(e):
+        return e
+    if isinstance(e, sp.Piecewise) and len(e.args) == 2 and e.args[0].expr == 1 and e.args[1].expr == 0 \
+            and e.args[1].cond is sp.true:
+        return e.args[0].cond
+    return sp.Ne(e, 0)
+
+
 def _piecewise(*args):
     if len(args) % 2 == 0:
         raise ValueError("piecewise needs an odd number of arguments (value, condition, ..., otherwise): "
                          "the last, the value where no condition holds, is missing")
     pieces = []
     for i in range(0, len(args) - 1, 2):
-        if not _is_condition(args[i + 1]):
-            raise ValueError(f"argument {i + 2} of piecewise, {args[i + 1]}, must be a condition "
-                             "(a comparison such as t > 5)")
-        if _is_condition(args[i]):
-            raise ValueError(f"argument {i + 1} of piecewise, {args[i]}, must be a value, not a condition")
-        pieces.append((args[i], args[i + 1]))
-    if _is_condition(args[-1]):
-        raise ValueError(f"the last argument of piecewise, {args[-1]}, must be a value, not a condition")
-    pieces.append((args[-1], True))
+        pieces.append((as_number(args[i]), as_condition(args[i + 1])))
+    pieces.append((as_number(args[-1]), True))
     return sp.Piecewise(*pieces)
 
 
@@ -60,6 +70,22 @@ def _power(a, b):
     return sp.Pow(a, b)
 
 
+class floor(sp.floor):  # noqa: N801 - the name printers and the tape emitter look up
+    """``floor`` whose derivative is 0: piecewise constant, so the Jacobians hold the zero part
+    (as for a step in ``heaviside``); sympy's own leaves ``Derivative(floor(x), x)``, which no
+    backend can evaluate."""
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+
+class ceiling(sp.ceiling):  # noqa: N801
+    """``ceiling`` whose derivative is 0 (see :class:`floor`)."""
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+
 #: Functions a model expression may call, and their sympy meaning.
 FUNCTIONS = {
     "exp": sp.exp, "log": _log, "ln": sp.log,
@@ -68,7 +94,7 @@ FUNCTIONS = {
     "sin": sp.sin, "cos": sp.cos, "tan": sp.tan,
     "asin": sp.asin, "acos": sp.acos, "atan": sp.atan,
     "sinh": sp.sinh, "cosh": sp.cosh, "tanh": sp.tanh,
-    "floor": sp.floor, "ceiling": sp.ceiling, "ceil": sp.ceiling,
+    "floor": floor, "ceiling": ceiling, "ceil": ceiling,
     "min": sp.Min, "max": sp.Max,
     "piecewise": _piecewise, "heaviside": lambda x: sp.Heaviside(x, 1),
 }
@@ -102,7 +128,11 @@ def _number(value):
         raise ModelError(f"unsupported literal {value!r}")
     if isinstance(value, int):
         return sp.Integer(value)
-    return sp.Float(value, 17) if not float(value).is_integer() else sp.Integer(int(value))
+    if not float(value).is_integer() or abs(value) >= 2 ** 53:
+        # beyond 2**53 a float's integer value is not the number written (avogadro's 6.02214179e23
+        # would become 602214179000000006225920): keep it a float, which code generation prints as one
+        return sp.Float(value, 17)
+    return sp.Integer(int(value))
 
 
 def parse_expression(text: str, symbols: dict, where: str = "expression") -> sp.Expr:
@@ -150,8 +180,7 @@ def _parse(text, symbols, where):
             return visit(node.body)
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool):
-                raise ModelError(f"{where}: {node.value} is not a number in {text!r}; use a comparison "
-                                 "inside piecewise(value, condition, otherwise)")
+                return sp.true if node.value else sp.false   # a condition; 1/0 where used as a number
             try:
                 return _number(node.value)
             except ModelError as exc:
@@ -163,34 +192,28 @@ def _parse(text, symbols, where):
                 return CONSTANTS[node.id]
             raise ModelError(f"{where}: unknown name {node.id!r} in {text!r}")
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            a, b = visit(node.left), visit(node.right)
-            if _is_condition(a) or _is_condition(b):
-                raise ModelError(f"{where}: a condition (comparison or true/false) is used in arithmetic in "
-                                 f"{text!r}; use piecewise(value, condition, otherwise)")
+            a, b = as_number(visit(node.left)), as_number(visit(node.right))
             try:
                 return _BINOPS[type(node.op)](a, b)
             except (TypeError, ValueError) as exc:
                 raise ModelError(f"{where}: {text!r}: {exc}") from None
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
-                v = visit(node.operand)
-                if _is_condition(v):
-                    raise ModelError(f"{where}: a condition is negated with '-' in {text!r}; use 'not'")
-                return -v
+                return -as_number(visit(node.operand))
             if isinstance(node.op, ast.UAdd):
-                return visit(node.operand)
+                return as_number(visit(node.operand))
             if isinstance(node.op, ast.Not):
-                return sp.Not(visit(node.operand))
+                return sp.Not(as_condition(visit(node.operand)))
         if isinstance(node, ast.BoolOp):
             op = sp.And if isinstance(node.op, ast.And) else sp.Or
-            return op(*[visit(v) for v in node.values])
+            return op(*[as_condition(visit(v)) for v in node.values])
         if isinstance(node, ast.Compare):
             parts, left = [], visit(node.left)
             for op, comp in zip(node.ops, node.comparators):
                 if type(op) not in _CMP:
                     raise ModelError(f"{where}: comparison {type(op).__name__} is not allowed in {text!r}")
-                right = visit(comp)
-                parts.append(_CMP[type(op)](left, right))
+                right = as_number(visit(comp))
+                parts.append(_CMP[type(op)](as_number(left), right))
                 left = right
             return parts[0] if len(parts) == 1 else sp.And(*parts)
         if isinstance(node, ast.Call):
@@ -200,15 +223,16 @@ def _parse(text, symbols, where):
             if name not in FUNCTIONS or name in symbols:
                 raise ModelError(f"{where}: unknown function {name!r} in {text!r}; "
                                  f"allowed: {', '.join(sorted(FUNCTIONS))}")
+            args = [visit(a) for a in node.args]
+            if name != "piecewise":     # piecewise reads its conditions as conditions
+                args = [as_number(a) for a in args]
             try:
-                return FUNCTIONS[name](*[visit(a) for a in node.args])
+                return FUNCTIONS[name](*args)
             except (TypeError, ValueError) as exc:
                 raise ModelError(f"{where}: bad call {name}(...) in {text!r}: {exc}") from None
         raise ModelError(f"{where}: {type(node).__name__} is not allowed in {text!r}")
 
-    expr = visit(tree)
-    if _is_condition(expr):
-        raise ModelError(f"{where}: {text!r} is a condition, not a numeric expression")
+    expr = as_number(visit(tree))   # a condition as a whole expression is its 0/1 value
     if expr.has(sp.zoo, sp.oo, -sp.oo, sp.nan):
         raise ModelError(f"{where}: {text!r} is not finite (it simplifies to {expr})")
     if expr.has(sp.I):

@@ -29,7 +29,7 @@ __all__ = ["TAPE_VERSION", "tape_key", "load_tape", "tape_functions", "tape_patt
            "choose_backend", "TAPE_MIN_TEXT", "TAPE_MIN_STATES"]
 
 #: Bump when the emitted tape changes meaning (also see tape_format.FORMAT_VERSION).
-TAPE_VERSION = "2"
+TAPE_VERSION = "3"   # 3: negative integer powers as reciprocals (no ZeroDivisionError)
 #: Under ``backend="auto"`` models with at least this many characters of expression text
 #: (right-hand sides, definitions, outputs) or at least :data:`TAPE_MIN_STATES` states use
 #: the tape: numba compiles generated code at about a millisecond per statement (a 50-species

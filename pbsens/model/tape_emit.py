@@ -119,8 +119,8 @@ class _Emitter:
             return self._fold(F.MIN if isinstance(e, sp.Min) else F.MAX, e.args, self.emit)
         if isinstance(e, sp.Derivative):
             raise ModelError(f"{self.where}: cannot generate code for the derivative {e}: the expression is "
-                             "not differentiable in closed form (e.g. floor/ceiling of a state)")
-        f = type(e)
+                             "not differentiable in closed form")
+        f = next((c for c in type(e).__mro__ if c in _FUNCS), type(e))   # symbolic.floor is a sp.floor
         if f in _FUNCS and len(e.args) == 1:
             return self._op(_FUNCS[f], self.emit(e.args[0]))
         raise ModelError(f"{self.where}: the tape backend cannot evaluate {f.__name__} (in {e}); "
@@ -171,8 +171,10 @@ class _Emitter:
                 return self._op(F.SQUARE, rb)
             if n == 1:
                 return rb
-            if n == -1:
-                return self._op(F.RECIP, rb)
+            if n < 0:
+                # 1/b**|n|: the interpreter's integer power raises ZeroDivisionError at b = 0 for n < 0,
+                # even in a piecewise branch not taken (SBML Test Suite case 01488); RECIP gives inf
+                return self._op(F.RECIP, self._pow(b, -x))
             return self._op(F.POWI, rb, float(n))
         if x == _HALF:
             return self._op(F.SQRT, rb)

@@ -176,6 +176,13 @@ def integrate(method, fun, t_span, y0, *, rtol, atol, jac=None, tstops=None, den
                 raise SolverError(f"{what} failed at t = {exc.t:.6g} (method {method}): {exc.why}") from None
             except (RuntimeError, np.linalg.LinAlgError, ZeroDivisionError) as exc:  # SuperLU: singular
                 raise SolverError(f"{what} failed near t = {solver.t:.6g} (method {method}): {exc}") from None
+            except ValueError as exc:   # scipy's LU of a Jacobian with NaN/inf entries (Radau, BDF)
+                hint = ""
+                if "infs or NaNs" in str(exc):
+                    hint = ("; the Jacobian has NaN/inf entries there (e.g. a power x**h "
+                            "differentiated at x = 0); LSODA may pass where it starts without one")
+                raise SolverError(f"{what} failed near t = {solver.t:.6g} (method {method}): {exc}{hint}") \
+                    from None
             nfev += solver.nfev
             njev += solver.njev
             nlu += solver.nlu
