@@ -250,7 +250,7 @@ def test_sample_out_is_created_only_after_validation_and_reused_with_force(tmp_p
     kw = calls[-1][0]
     assert kw["solver_options"] == {"solver": "rodas5p", "rtol": 1e-6, "atol": 1e-8}
     assert kw["progress"] is False and kw["metric_floor"] == _defaults(pbsens.sample)["metric_floor"]
-    assert sorted(os.listdir(out)) == ["posterior.nc", "summary.tsv"]
+    assert sorted(os.listdir(out)) == ["checkpoint", "posterior.nc", "summary.tsv"]   # the resumable run's checkpoints
 
     # the same --out again: refused without --force (naming the folder), nothing touched
     before = (out / "posterior.nc").stat().st_mtime_ns
@@ -264,7 +264,7 @@ def test_sample_out_is_created_only_after_validation_and_reused_with_force(tmp_p
         warnings.simplefilter("ignore")
         code, _, err = run_main(good + ["--force"], tmp_path, capsys)
     assert code == 0, err
-    assert sorted(os.listdir(out)) == ["posterior.nc", "summary.tsv"]
+    assert sorted(os.listdir(out)) == ["checkpoint", "posterior.nc", "summary.tsv"]   # the resumable run's checkpoints
 
 
 def test_sample_out_file_in_the_way_is_refused(tmp_path, capsys):
