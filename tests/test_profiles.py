@@ -96,3 +96,11 @@ def test_boehm_profile_agrees_with_brute_force_reoptimisation():
             best = max(best, -f)
         assert p.llh[i] >= best - 0.1, (t, p.llh[i], best)
         assert p.llh[i] <= best + 1e-3
+
+
+def test_profile_stopped_before_the_threshold_has_nan_ends(linear):
+    problem, folder = linear
+    theta_hat, _ = linear_mle(folder)
+    prof = pbsens.profile(problem, theta_hat, ["a"], method="exp2", max_points=1, step_max=1e-3)
+    lo, hi = prof["a"].interval
+    assert math.isnan(lo) and math.isnan(hi)

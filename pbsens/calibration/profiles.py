@@ -13,7 +13,8 @@ the other parameters start from a linear extrapolation of the last two profile p
 
 The confidence interval of level ``q``: ``theta_i`` where the profile crosses
 ``llh* - chi2_1(q) / 2`` (linear interpolation); an end at a bound is open (``-inf``/``inf``
-means: not reached within the bounds).
+means: not reached within the bounds); NaN: the walk stopped first (``max_points``, or
+re-optimisations that failed at the smallest step).
 """
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ __all__ = ["profile", "ProfileResult", "ParameterProfile"]
 @dataclass
 class ParameterProfile:
     """The profile of one parameter: points sorted by ``theta``; ``llh`` the re-optimised
-    log-likelihood at each (plus the log prior where the priors are not flat), ``x`` the full parameter vectors, ``interval`` the confidence
-    interval ``(lower, upper)`` (infinite where the profile stays above the threshold to the bound)."""
+    log-likelihood at each (plus the log prior where the priors are not flat), ``x`` the full parameter
+    vectors, ``interval`` the confidence interval ``(lower, upper)`` (infinite where the profile stays
+    above the threshold to the bound, NaN where the walk stopped before the threshold or the bound)."""
 
     parameter: str
     index: int
@@ -161,6 +163,15 @@ def _crossing(pts, f_cut):
     return None
 
 
+def _end(pts, f_cut, bound, open_end):
+    """One end of the interval: the crossing of ``f_cut``; ``open_end`` (-inf/inf) when the walk reached the
+    bound above it; NaN when it stopped before either (``max_points`` or failed re-optimisations)."""
+    t = _crossing(pts, f_cut)
+    if t is not None:
+        return float(t)
+    return open_end if pts[-1][0] == bound else math.nan
+
+
 def _profile_one(problem, i, x_star, cfg):
     lb, ub = bounds_of(problem)
     obj = Objective(problem, method=cfg["method"], solver_options=cfg["solver_options"])
@@ -171,12 +182,12 @@ def _profile_one(problem, i, x_star, cfg):
     down, m1 = _walk(obj, i, x_star, f_star, lb, ub, -1, cfg)
     up, m2 = _walk(obj, i, x_star, f_star, lb, ub, +1, cfg)
     cut = f_star + cfg["threshold"]
-    lo, hi = _crossing(down, cut), _crossing(up, cut)
+    lo, hi = _end(down, cut, lb[i], -math.inf), _end(up, cut, ub[i], math.inf)
     pts = sorted(down[1:] + up, key=lambda p: p[0])
     return ParameterProfile(
         parameter=problem.parameter_ids[i], index=i, theta=[float(p[0]) for p in pts],
         llh=[-float(p[1]) for p in pts], x=[[float(v) for v in p[2]] for p in pts],
-        interval=(-math.inf if lo is None else float(lo), math.inf if hi is None else float(hi)),
+        interval=(lo, hi),
         n_opt=len(pts) - 1, cpu=time.process_time() - t0, messages=m1 + m2)
 
 
