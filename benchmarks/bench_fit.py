@@ -75,20 +75,28 @@ def summarise(llh, cpu, best, n_failed):
             "converged_per_cpu_min": conv / (cpu / 60.0) if cpu > 0 else None}
 
 
+def split_variant(variant):
+    """``"METHOD"`` (fides) or ``"OPTIMIZER:METHOD"`` -> (optimizer, method)."""
+    opt, _, method = variant.rpartition(":")
+    return opt or "fides", method
+
+
 def warm_up(problem, starts, variant, workers):
     """Two short fits per worker, untimed: the workers import fides and load the kernels (a first call
     would otherwise count a worker's start-up in its first start's CPU time)."""
     import pbsens
-    pbsens.fit(problem, starts=np.repeat(starts[:1], 2 * workers, axis=0), optimizer="fides", method=variant,
-               n_workers=workers, progress=False, options={"maxiter": 2})
+    opt, method = split_variant(variant)
+    pbsens.fit(problem, starts=np.repeat(starts[:1], 2 * workers, axis=0), optimizer=opt, method=method,
+               n_workers=workers, progress=False, options={"maxiter": 2} if opt != "least_squares" else {"max_nfev": 2})
 
 
 def run_pbsens(problem, starts, variant, workers, work):
     import pbsens
-    out = work / f"pbsens-{variant}"
+    out = work / f"pbsens-{variant.replace(':', '-')}"
     warm_up(problem, starts, variant, workers)
     t0 = time.perf_counter()
-    res = pbsens.fit(problem, starts=starts, optimizer="fides", method=variant, n_workers=workers, out=out,
+    opt, method = split_variant(variant)
+    res = pbsens.fit(problem, starts=starts, optimizer=opt, method=method, n_workers=workers, out=out,
                      resume=out.exists(), progress=sys.stderr.isatty(), seed=0)
     by_index = sorted(res.starts, key=lambda s: s.index)
     return {"llh": [s.llh for s in by_index], "cpu": [s.cpu for s in by_index],
