@@ -86,3 +86,13 @@ def linear_mle(folder):
     theta, *_ = np.linalg.lstsq(X, m, rcond=None)
     cov = SIGMA ** 2 * np.linalg.inv(X.T @ X)
     return theta, cov
+
+
+BOEHM = Path(__file__).resolve().parent / "data" / "petab" / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
+
+
+def linear_problem(folder):
+    """``(problem, theta_hat, folder)``: :func:`linear_gaussian` written into ``folder`` and loaded."""
+    import pbsens.petab
+    yaml = linear_gaussian(folder)
+    return pbsens.petab.load(str(yaml)), linear_mle(folder)[0], Path(folder)

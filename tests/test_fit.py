@@ -21,17 +21,14 @@ from pbsens.calibration import FitError, FitResult, draw_starts
 from pbsens.errors import SolverError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fit_problems import linear_gaussian, linear_mle  # noqa: E402
+from fit_problems import BOEHM, linear_gaussian, linear_problem  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-BOEHM = ROOT / "tests" / "data" / "petab" / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
 
 
 @pytest.fixture(scope="module")
 def linear(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("linear")
-    yaml = linear_gaussian(folder)
-    return pbsens.petab.load(str(yaml)), linear_mle(folder)[0], folder
+    return linear_problem(tmp_path_factory.mktemp("linear"))
 
 
 @pytest.mark.parametrize("optimizer", ["fides", "least_squares", "L-BFGS-B"])

@@ -13,17 +13,13 @@ import pbsens.petab
 from pbsens.calibration import FitError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fit_problems import linear_gaussian, linear_mle  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-BOEHM = ROOT / "tests" / "data" / "petab" / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
+from fit_problems import BOEHM, linear_gaussian, linear_mle, linear_problem  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def linear(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("linear")
-    yaml = linear_gaussian(folder)
-    return pbsens.petab.load(str(yaml)), folder
+    problem, _, folder = linear_problem(tmp_path_factory.mktemp("linear"))
+    return problem, folder
 
 
 def test_linear_gaussian_profile_is_the_analytic_parabola(linear):

@@ -13,7 +13,6 @@ import json
 import math
 import os
 import shutil
-import sys
 import tempfile
 import time
 
@@ -23,6 +22,7 @@ from .objective import FitError, Objective
 from .optimizers import DEFAULT_OPTIMIZER, _check_optimizer, run_optimizer
 from .result import FitResult, StartResult
 from .starts import bounds_of, draw_starts
+from ..system.progress import progress_enabled
 
 __all__ = ["DEFAULT_FIT_METHOD", "METHOD_POLICIES", "fit"]
 
@@ -169,13 +169,6 @@ class _Progress:
             self.bar.close()
 
 
-def _progress_enabled(progress):
-    if not progress:
-        return False
-    try:
-        return bool(sys.stderr.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 # ------------------------------------------------------------------ the run file
@@ -335,7 +328,7 @@ def _run_starts(problem, opts, todo, folder, done, total, client, n_workers, pro
     else:
         from ..batches import problem_recipe
         target = problem_recipe(problem)
-    bar = _Progress(total, done, folder, _progress_enabled(progress))
+    bar = _Progress(total, done, folder, progress_enabled(progress))
     opts = dict(opts, dir=folder, poll=bar.poll if in_process else None)
     try:
         raw = map_tasks(_start_item, (target, opts), todo, client=client, n_workers=n_workers, chunk_size=1,

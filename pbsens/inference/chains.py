@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import warnings
@@ -29,6 +28,7 @@ from . import checkpoint as ckp
 from .smmala import ESS_PER_CHAIN, RHAT_MAX, MCMCResult, _chains, _list  # noqa: F401 - the thresholds, re-exported
 from .transform import UnboundedPosterior, to_parameter_scale
 from ..sensitivity.methods import FORWARD, METHOD_INFO
+from ..system.progress import progress_enabled
 
 __all__ = ["sample", "check_convergence"]
 
@@ -249,14 +249,6 @@ class _Bars:
                 bar.close()
 
 
-def _progress_enabled(progress):
-    """Bars only when asked and stderr is a terminal."""
-    if not progress:
-        return False
-    try:
-        return bool(sys.stderr.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 # ------------------------------------------------------------------ the sampler
@@ -468,7 +460,7 @@ def _run_chains(problem, opts, items, client, n_workers, progress, n_chains):
     start = {it["chain"]: 0 if it["resume"] is None else int(it["resume"]["s_i"]) for it in items}
     for k in range(n_chains):        # a resumed run's bars start where the checkpoints are
         _write(os.path.join(scratch, f"chain_{k}.progress"), f"{start.get(k, n_total)} {n_total}")
-    bars = _Bars(n_chains, n_total, scratch, _progress_enabled(progress))
+    bars = _Bars(n_chains, n_total, scratch, progress_enabled(progress))
     if in_process:
         opts["poll"] = bars.poll
     t0 = time.perf_counter()
