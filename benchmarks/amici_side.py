@@ -162,6 +162,8 @@ def run_petab(args):
     modes = {"llh": (sundials.SensitivityOrder.none, None),
              "llh+grad forward": (sundials.SensitivityOrder.first, sundials.SensitivityMethod.forward),
              "llh+grad adjoint": (sundials.SensitivityOrder.first, sundials.SensitivityMethod.adjoint)}
+    wanted = {"llh": "llh", "forward": "llh+grad forward", "adjoint": "llh+grad adjoint"}
+    modes = {label: v for label, v in modes.items() if label in {wanted[m] for m in args.modes}}
     runs = {}
     for label, (order, method) in modes.items():
         solver = make_solver(order, method)
@@ -338,6 +340,9 @@ def build_parser():
     pp.add_argument("yaml")
     pp.add_argument("--rtol", type=float, default=None, help="default: AMICI's (1e-8)")
     pp.add_argument("--atol", type=float, default=None, help="default: AMICI's (1e-16)")
+    pp.add_argument("--modes", nargs="+", choices=["llh", "forward", "adjoint"],
+                    default=["llh", "forward", "adjoint"],
+                    help="which runs to make (default all three; benchmarks/collection.py needs only llh)")
     pp.add_argument("--theta-file", default=None,
                     help="JSON {parameter id: value on its scale}: also report llh and gradient there "
                          "(parameters not given stay nominal)")

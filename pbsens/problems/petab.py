@@ -228,6 +228,19 @@ def _is_nan(v):
     return isinstance(v, numbers.Number) and not isinstance(v, bool) and math.isnan(v)
 
 
+def _check_constant_species(sbml, species, files):
+    """Refuse condition overrides of species that are not constants: set by an assignment rule,
+    an initial assignment or an event (a condition value could not say which value wins)."""
+    setters = {r.getVariable(): "an assignment rule" for r in sbml.getListOfRules() if r.isAssignment()}
+    setters.update({ia.getSymbol(): "an initial assignment" for ia in sbml.getListOfInitialAssignments()})
+    for ev in sbml.getListOfEvents():
+        setters.update({ea.getVariable(): f"event {ev.getId()!r}" for ea in ev.getListOfEventAssignments()})
+    for sid in species:
+        if sid in setters:
+            raise PetabError(f"{_where(files, 'condition', column=sid)}: species {sid!r} is set by "
+                             f"{setters[sid]}; overriding its value in a condition is not supported")
+
+
 def build_model(problem, files):
     """The one compiled model of ``problem`` and the names it uses.
 
@@ -271,6 +284,15 @@ def build_model(problem, files):
     try:
         try:
             base = read_sbml(sbml_path, parameters=list(free) + comp_cols)
+            # species that no reaction or rule changes, overridden by a condition: per-condition
+            # constants, i.e. model parameters set by each condition like a compartment's size
+            states = {base.meta.get("sbml_names", {}).get(c, c) for c in species_cols} & set(base.state_names)
+            const_species = [c for c in species_cols if base.meta.get("sbml_names", {}).get(c, c) not in states]
+            if const_species:
+                _check_constant_species(sbml, const_species, files)
+                comp_cols = comp_cols + const_species
+                species_cols = [c for c in species_cols if c not in const_species]
+                base = read_sbml(sbml_path, parameters=list(free) + comp_cols)
         except ModelError as exc:
             raise ModelError(f"PEtab problem {files.get('yaml', '')!r}: {exc}") from None
     finally:
@@ -314,12 +336,6 @@ def build_model(problem, files):
         init_param[sid] = fresh(f"petab_init__{nm_s}")
         preinit_param[sid] = fresh(f"petab_preinit__{nm_s}")
         params += [Quantity(init_param[sid], 0.0), Quantity(preinit_param[sid], 0.0)]
-    # constant species overridden by a condition: make them parameters as well
-    const_species = [sid for sid in species_cols if sid not in init_param]
-    if const_species:
-        raise PetabError(f"{_where(files, 'condition', column=const_species[0])}: species "
-                         f"{const_species[0]!r} is not changed by any reaction or rule; overriding its "
-                         "value in a condition is not supported")
 
     # outputs
     known = set(base.state_names) | set(base.param_names) | {d.name for d in base.definitions} \

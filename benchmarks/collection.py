@@ -1,0 +1,613 @@
+"""pbsens on every problem of the PEtab benchmark collection: load, llh, gradient, status.
+
+The collection is github.com/Benchmarking-Initiative/Benchmark-Models-PEtab at commit
+``COLLECTION_COMMIT``; ``--collection DIR`` (default ``$PBSENS_PETAB_COLLECTION``) is its
+``Benchmark-Models`` folder. Every problem runs in its own subprocess with a timeout
+(``--timeout``, default 600 s) and a fresh, empty ``PBSENS_CACHE_DIR``; the process records,
+and writes to ``--out-dir`` (default ``benchmarks/results/collection/<problem>.json``) after
+every stage, so that a timed-out problem keeps what it got:
+
+* ``load``: ``pbsens.petab.load(yaml)`` cold (first load in the process, on the empty cache:
+  tables, checks, model derivation and compilation; pbsens and petab already imported) and
+  warm (a second load in the same process, from the filled cache), wall seconds;
+* ``llh`` at the nominal parameters with ``evaluate(sensitivities=False)`` at the defaults
+  (Rodas5P, rtol 1e-8, atol 1e-10) and at the finite-difference tolerances (``FD``: Rodas5P,
+  rtol 1e-12, atol 1e-14), against three references where they exist: AMICI 1.1's llh on the
+  same files in the same run (``benchmarks/amici_side.py petab --modes llh``, when
+  ``--amici-python`` or ``$PBSENS_AMICI_PYTHON`` is set), the published reference values of
+  AMICI's benchmark tests (``AMICI_REFERENCE``) and the llh of the collection's own simulation
+  table (``simulatedData_*.tsv``, by ``petab.v1.calculate.calculate_llh``);
+* the gradient with ``exp2`` and ``fs`` (default options) at ``theta = x_nominal + 0.1`` (on the
+  parameter scale; at the optimum the gradient is a sum of cancelling terms) against central
+  finite differences of the llh (step ``STEP`` = 1e-4 on the parameter scale, ``FD`` options),
+  relative error in max norm, and the median wall time of each gradient (``--repeats``, after
+  the first call). The gradient is skipped (and the record says why) when the llh already fails,
+  when one llh evaluation takes more than ``--skip-gradient-above`` seconds (default 60), or
+  when the ``2 d`` finite-difference evaluations would not fit in what is left of the timeout.
+
+Status (:func:`classify`): ``pass`` (llh within ``max(1e-3, 1e-6 |ref|)`` of the reference,
+gradient errors within 1e-2 (exp2) and 1e-4 (fs)); ``pass (llh only)`` (gradient skipped);
+``refused`` (a named :class:`pbsens.errors.PbsensError` other than a solver failure, with its
+message); ``wrong`` (llh or gradient outside the tolerances); ``error`` (any other exception, a
+solver failure, a crash); ``timeout``; ``unavailable`` (files missing from the snapshot).
+The reference for the status is AMICI 1.1's llh when AMICI ran, else the published value,
+else the simulation table's.
+
+Run (from the repository root; one problem at a time)::
+
+    nice -n 10 python -m benchmarks.collection --collection /path/Benchmark-Models \\
+        [--problems Boehm_JProteomeRes2014 ...] [--timeout 600] [--skip-gradient-above 60] \\
+        [--amici-python PATH] [--table docs/COVERAGE.md]
+
+``--table`` rewrites docs/COVERAGE.md's collection section from all JSON files in
+``--out-dir`` (``--table-only`` does only that).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+COLLECTION_COMMIT = "4d2085084b289f6215a95475b1ee639fd7d42283"
+OUT_DIR = HERE / "results" / "collection"
+FD = dict(solver="rodas5p", rtol=1e-12, atol=1e-14)
+STEP = 1e-4
+SHIFT = 0.1
+GRAD_TOL = {"exp2": 1e-2, "fs": 1e-4}
+STATUSES = ("pass", "pass (llh only)", "refused", "wrong", "error", "timeout", "unavailable")
+
+#: Reference llh at the nominal parameters from AMICI's benchmark tests:
+#: github.com/AMICI-dev/AMICI, tests/benchmark_models/benchmark_models.yaml (read at commit
+#: 3aebbe84d997026702c606c50da7942fd89cadb1; file last changed in 71da5627a8a3e6728121a0aa89e2a7d2182d2442).
+#: The notes there say where the collection's older reference values differ (factor 1/2, log10 terms).
+AMICI_REFERENCE = {
+    "Bachmann_MSB2011": 418.40573341425295,
+    "Beer_MolBioSystems2014": 58622.9145631413,
+    "Boehm_JProteomeRes2014": -138.22199693517703,
+    "Borghans_BiophysChem1997": 83.3237191357272,
+    "Brannmark_JBC2010": -141.889113770537,
+    "Bruno_JExpBot2016": 46.688176988431806,
+    "Chen_MSB2009": -115700.1192629893,
+    "Crauste_CellSystems2017": -190.96521897435176,
+    "Elowitz_Nature2000": 63.20279991419332,
+    "Fiedler_BMCSystBiol2016": 58.58390161681,
+    "Fujita_SciSignal2010": 53.08377736998929,
+    "Isensee_JCB2018": -3949.375966548649,
+    "Lucarelli_CellSystems2018": -1681.6059879426584,
+    "Schwen_PONE2014": -943.9992988598723,
+    "Sneyd_PNAS2002": 319.79177818768756,
+    "Smith_BMCSystBiol2013": -888198.436541014,
+    "Weber_BMC2015": -296.2017922646865,
+    "Zheng_PNAS2012": 278.33353271001477,
+}
+AMICI_REFERENCE_SOURCE = ("AMICI tests/benchmark_models/benchmark_models.yaml "
+                          "(github.com/AMICI-dev/AMICI @ 3aebbe84d997026702c606c50da7942fd89cadb1)")
+
+
+# --------------------------------------------------------------------------- pure functions
+
+def llh_tolerance(ref):
+    """Allowed ``|llh - ref|``: ``max(1e-3, 1e-6 |ref|)``."""
+    return max(1e-3, 1e-6 * abs(float(ref)))
+
+
+def llh_matches(llh, ref):
+    """Whether ``llh`` agrees with ``ref`` within :func:`llh_tolerance` (both finite)."""
+    if llh is None or ref is None or not (math.isfinite(llh) and math.isfinite(ref)):
+        return False
+    return abs(llh - ref) <= llh_tolerance(ref)
+
+
+def rel_err_max(g, g_ref):
+    """``max|g - g_ref| / max|g_ref|`` (``inf`` for a non-finite ``g``; absolute when ``g_ref`` is 0)."""
+    import numpy as np
+    g, g_ref = np.asarray(g, dtype=float), np.asarray(g_ref, dtype=float)
+    if g.shape != g_ref.shape:
+        raise ValueError(f"gradient shapes differ: {g.shape} vs {g_ref.shape}")
+    if not np.all(np.isfinite(g)):
+        return math.inf
+    scale = float(np.max(np.abs(g_ref))) if g_ref.size else 0.0
+    err = float(np.max(np.abs(g - g_ref))) if g.size else 0.0
+    return err / scale if scale > 0 else err
+
+
+def choose_reference(refs):
+    """``(label, value)`` of the reference the status uses: AMICI 1.1 (this run), else the published
+    value, else the collection's simulation table; ``(None, None)`` when there is none."""
+    for label in ("amici", "published", "simulation_table"):
+        v = refs.get(label)
+        if v is not None and math.isfinite(v):
+            return label, float(v)
+    return None, None
+
+
+def classify(rec):
+    """``(status, detail)`` of one problem's record (the dict the worker writes).
+
+    Keys read: ``unavailable`` (str), ``timeout`` (seconds), ``exception`` ({"kind": "refused" |
+    "error", "type", "message", "stage"}), ``llh`` ({"value"}), ``references``, ``gradient``
+    ({"skipped": reason} or {"exp2": {"error"}, "fs": {"error"}}).
+    """
+    if rec.get("unavailable"):
+        return "unavailable", rec["unavailable"]
+    exc = rec.get("exception")
+    if exc:
+        what = f"{exc.get('type')} in {exc.get('stage')}: {exc.get('message', '')}"
+        return ("refused" if exc.get("kind") == "refused" else "error"), what
+    llh = (rec.get("llh") or {}).get("value")
+    if rec.get("timeout") and llh is None:
+        return "timeout", f"no llh within {rec['timeout']:g} s (stage {rec.get('stage', '?')})"
+    label, ref = choose_reference(rec.get("references") or {})
+    if llh is None or not math.isfinite(llh):
+        return "wrong", f"llh is {llh}"
+    if ref is not None and not llh_matches(llh, ref):
+        return "wrong", f"llh {llh:.10g} vs {label} {ref:.10g} (|diff| {abs(llh - ref):.3g} > {llh_tolerance(ref):.3g})"
+    note = "" if ref is not None else "no llh reference; "
+    grad = rec.get("gradient") or {}
+    if rec.get("timeout") and not grad.get("exp2"):
+        return "timeout", f"{note}llh ok; gradient not done within {rec['timeout']:g} s"
+    if grad.get("skipped") or not grad:
+        return "pass (llh only)", note + "gradient skipped: " + str(grad.get("skipped", "not computed"))
+    bad = [f"{m} error {grad[m]['error']:.2e} > {tol:g}" for m, tol in GRAD_TOL.items()
+           if m in grad and not (grad[m].get("error") is not None and grad[m]["error"] <= tol)]
+    missing = [m for m in GRAD_TOL if m not in grad]
+    if bad:
+        return "wrong", note + "; ".join(bad)
+    if missing:
+        return "pass (llh only)", note + f"gradient of {', '.join(missing)} missing"
+    return "pass", note.rstrip("; ")
+
+
+def published_disagreement(rec):
+    """A sentence when the published reference disagrees with both AMICI 1.1 and pbsens (which agree
+    with each other), else ``None``."""
+    refs = rec.get("references") or {}
+    llh = (rec.get("llh") or {}).get("value")
+    pub, am = refs.get("published"), refs.get("amici")
+    out = []
+    for label, v in (("published (AMICI's test references)", pub), ("collection simulation table", refs.get(
+            "simulation_table"))):
+        if v is None or am is None or llh is None:
+            continue
+        if llh_matches(llh, am) and not llh_matches(v, am) and not llh_matches(v, llh):
+            out.append(f"{label} {v:.10g} vs AMICI 1.1 {am:.10g} and pbsens {llh:.10g}")
+    return "; ".join(out) or None
+
+
+def fd_budget_ok(t_eval, dim, elapsed, timeout, skip_above, margin=1.2):
+    """``(ok, reason)``: whether the gradient check (``2 dim`` FD llh evaluations of ``t_eval``
+    seconds each) should run, given the per-evaluation limit and what is left of the timeout."""
+    if t_eval > skip_above:
+        return False, f"one llh evaluation took {t_eval:.1f} s > --skip-gradient-above {skip_above:g} s"
+    need = margin * 2 * dim * t_eval
+    left = timeout - elapsed
+    if need > left:
+        return False, (f"{2 * dim} FD evaluations of ~{t_eval:.2f} s each (~{need:.0f} s) "
+                       f"do not fit in the {left:.0f} s left of the {timeout:g} s timeout")
+    return True, ""
+
+
+def _fmt(v, spec=".4g", none=""):
+    return none if v is None else format(v, spec)
+
+
+def markdown_table(records):
+    """The Markdown table of all records (sorted by problem id)."""
+    head = ("| problem | status | load cold s | load warm s | llh pbsens | llh AMICI 1.1 | published llh "
+            "| sim. table llh | llh s | exp2 grad err | fs grad err | exp2 grad s | fs grad s | detail |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for rec in sorted(records, key=lambda r: r["problem"]):
+        status, detail = classify(rec)
+        refs = rec.get("references") or {}
+        load, llh, grad = rec.get("load") or {}, rec.get("llh") or {}, rec.get("gradient") or {}
+        g = {m: grad.get(m) or {} for m in GRAD_TOL}
+        detail = detail.replace("|", "/").replace("\n", " ")
+        if len(detail) > 160:
+            detail = detail[:157] + "..."
+        lines.append("| " + " | ".join([
+            rec["problem"], status, _fmt(load.get("cold_s"), ".2f"), _fmt(load.get("warm_s"), ".2f"),
+            _fmt(llh.get("value"), ".10g"), _fmt(refs.get("amici"), ".10g"), _fmt(refs.get("published"), ".10g"),
+            _fmt(refs.get("simulation_table"), ".10g"), _fmt(llh.get("seconds"), ".3f"),
+            _fmt(g["exp2"].get("error"), ".1e"), _fmt(g["fs"].get("error"), ".1e"),
+            _fmt(g["exp2"].get("median_s"), ".3f"), _fmt(g["fs"].get("median_s"), ".3f"), detail]) + " |")
+    return "\n".join(lines)
+
+
+def summary_counts(records):
+    """``{status: count}`` over the records, in the order of ``STATUSES``."""
+    counts = {s: 0 for s in STATUSES}
+    for rec in records:
+        counts[classify(rec)[0]] += 1
+    return {s: n for s, n in counts.items() if n}
+
+
+# --------------------------------------------------------------------------- the collection's files
+
+def find_yaml(folder):
+    """The problem's YAML in ``folder`` (``<folder name>.yaml``, else ``problem.yaml``, else the only
+    one that is not a ``petab_test_*`` file), or ``None``."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    for cand in (folder / f"{folder.name}.yaml", folder / "problem.yaml"):
+        if cand.is_file():
+            return cand
+    ys = sorted(p for p in folder.glob("*.yaml") if not p.name.startswith("petab_test"))
+    return ys[0] if len(ys) == 1 else None
+
+
+def problem_size(folder):
+    """Bytes of the folder's files: the driver runs small problems first."""
+    return sum(p.stat().st_size for p in Path(folder).glob("*") if p.is_file())
+
+
+def missing_files(yaml_path):
+    """Files the YAML names that are absent (a snapshot without its large blobs)."""
+    import yaml as pyyaml
+    spec = pyyaml.safe_load(Path(yaml_path).read_text())
+    folder = Path(yaml_path).parent
+    par = spec.get("parameter_file") or []
+    names = [par] if isinstance(par, str) else list(par)
+    for prob in spec.get("problems") or []:
+        for key in ("sbml_files", "condition_files", "measurement_files", "observable_files", "model_files"):
+            v = prob.get(key) or []
+            if isinstance(v, dict):    # PEtab 2 model_files: {id: {location: ...}}
+                v = [x.get("location") for x in v.values()]
+            names += [v] if isinstance(v, str) else list(v)
+    return [n for n in names if n and not (folder / n).is_file()]
+
+
+def simulation_table_llh(yaml_path):
+    """llh of the collection's ``simulatedData_*.tsv`` against the measurements (petab's own
+    ``calculate_llh``, noise parameters at their nominal values), or ``None`` without such a table."""
+    sims = sorted(Path(yaml_path).parent.glob("simulatedData_*.tsv"))
+    if not sims:
+        return None
+    import pandas as pd
+    import petab.v1 as petab_v1
+    from petab.v1.calculate import calculate_llh
+    prob = petab_v1.Problem.from_yaml(str(yaml_path))
+    table = pd.read_csv(sims[0], sep="\t")
+    meas = prob.measurement_df
+    # the tables' other columns may differ (noise parameters filled in as numbers, row order): pair
+    # rows on observable, conditions and time (the k-th replicate with the k-th), keep the
+    # measurement table's columns
+    def keyed(df):
+        df = df.copy()
+        df["_pre"] = df["preequilibrationConditionId"].fillna("").astype(str) \
+            if "preequilibrationConditionId" in df else ""
+        df["_t"] = df["time"].astype(float).round(9)
+        df["_k"] = df.groupby(["observableId", "simulationConditionId", "_pre", "_t"]).cumcount()
+        return df
+    keys = ["observableId", "simulationConditionId", "_pre", "_t", "_k"]
+    m, t = keyed(meas).reset_index(drop=True), keyed(table)
+    sim = m.merge(t[keys + ["simulation"]], on=keys, how="left", validate="one_to_one")
+    if len(sim) != len(m) or sim["simulation"].isna().any():
+        raise ValueError(f"{sims[0].name}: {int(sim['simulation'].isna().sum())} of {len(m)} measurements "
+                         "have no simulated value")
+    sim = sim.drop(columns=["_pre", "_t", "_k"])
+    sim = sim.drop(columns=["measurement"])
+    return float(calculate_llh(measurement_dfs=prob.measurement_df, simulation_dfs=sim,
+                               observable_dfs=prob.observable_df, parameter_dfs=prob.parameter_df))
+
+
+# --------------------------------------------------------------------------- one problem (worker process)
+
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return None if n == 0 else (xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2]))
+
+
+def _write_json(path, rec):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(rec, indent=1, default=float) + "\n")
+    tmp.replace(path)
+
+
+def _exception_record(exc, stage):
+    from pbsens.errors import PbsensError, SolverError
+    kind = "refused" if isinstance(exc, PbsensError) and not isinstance(exc, SolverError) else "error"
+    return {"kind": kind, "type": type(exc).__name__, "stage": stage, "message": str(exc)[:2000],
+            "traceback": traceback.format_exc()[-3000:]}
+
+
+def run_worker(a):
+    """Measure one problem; write its record to ``a.json`` after every stage."""
+    t_start = time.perf_counter()
+    rec = json.loads(Path(a.json).read_text()) if Path(a.json).is_file() else {}
+    rec.update(problem=a.worker, stage="start", references=rec.get("references") or {})
+    save = lambda: _write_json(a.json, rec)   # noqa: E731
+    try:
+        rec["references"]["simulation_table"] = simulation_table_llh(a.yaml)
+    except Exception as exc:      # the reference is optional: note why it is missing
+        rec["simulation_table_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    save()
+    import numpy as np
+    import pbsens.petab as pbpetab
+
+    def stage(name):
+        rec["stage"] = name
+        save()
+
+    try:
+        stage("load")
+        t0 = time.perf_counter()
+        problem = pbpetab.load(a.yaml)
+        t1 = time.perf_counter()
+        problem = pbpetab.load(a.yaml)
+        rec["load"] = {"cold_s": t1 - t0, "warm_s": time.perf_counter() - t1}
+        rec.update(dim=int(problem.dim), n_states=int(problem.model.n_states))
+        stage("llh")
+        t0 = time.perf_counter()
+        r = problem.evaluate(sensitivities=False)
+        t1 = time.perf_counter()
+        r = problem.evaluate(sensitivities=False)
+        t2 = time.perf_counter()
+        rec["llh"] = {"value": float(r.llh), "first_s": t1 - t0, "seconds": t2 - t1,
+                      "options": "evaluate() defaults (rodas5p, rtol 1e-8, atol 1e-10)"}
+        save()
+        t0 = time.perf_counter()
+        rec["llh"]["value_fd_options"] = float(problem.llh(**FD))
+        t_fd = time.perf_counter() - t0
+        rec["llh"]["fd_options_s"] = t_fd
+        label, ref = choose_reference(rec["references"])
+        grad = rec["gradient"] = {}
+        if ref is not None and not llh_matches(r.llh, ref):
+            grad["skipped"] = f"llh fails against the {label} reference"
+        else:
+            ok, why = fd_budget_ok(max(t2 - t1, t_fd), problem.dim, time.perf_counter() - t_start,
+                                   a.timeout, a.skip_gradient_above)
+            if not ok:
+                grad["skipped"] = why
+        save()
+        if grad.get("skipped"):
+            return rec
+        theta = np.asarray(problem.x_nominal, dtype=float) + SHIFT
+        grad["theta"] = f"x_nominal + {SHIFT} on the parameter scale"
+        gs = {}
+        for m in GRAD_TOL:
+            stage(f"gradient {m}")
+            t0 = time.perf_counter()
+            gs[m] = np.asarray(problem.evaluate(theta, method=m).gradient, dtype=float)
+            grad[m] = {"first_s": time.perf_counter() - t0}
+        stage("finite differences")
+        ok, why = fd_budget_ok(t_fd, problem.dim, time.perf_counter() - t_start, a.timeout, 1e300)
+        if not ok:
+            grad["skipped"] = why
+            save()
+            return rec
+        g_fd = np.empty(problem.dim)
+        t0 = time.perf_counter()
+        for i in range(problem.dim):
+            e = np.zeros(problem.dim)
+            e[i] = STEP
+            g_fd[i] = (problem.llh(theta + e, **FD) - problem.llh(theta - e, **FD)) / (2 * STEP)
+        grad["fd"] = {"seconds": time.perf_counter() - t0, "step": STEP, "options": FD,
+                      "max_abs": float(np.max(np.abs(g_fd)))}
+        for m in GRAD_TOL:
+            grad[m]["error"] = rel_err_max(gs[m], g_fd)
+        save()
+        for m in GRAD_TOL:           # timing: median of --repeats calls after the first
+            stage(f"timing {m}")
+            ts = []
+            for _ in range(a.repeats):
+                if grad[m]["first_s"] * 2 > a.timeout - (time.perf_counter() - t_start):
+                    break
+                t0 = time.perf_counter()
+                problem.evaluate(theta, method=m)
+                ts.append(time.perf_counter() - t0)
+            grad[m].update(median_s=_median(ts) if ts else grad[m]["first_s"], n_timed=len(ts))
+        stage("done")
+    except Exception as exc:
+        rec["exception"] = _exception_record(exc, rec["stage"])
+        save()
+    return rec
+
+
+# --------------------------------------------------------------------------- the driver
+
+def _git_head():
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+    except Exception:
+        return None
+
+
+def amici_llh(yaml_path, amici_python_path, timeout):
+    """AMICI 1.1's llh at the nominal parameters (``amici_side.py petab --modes llh``), as a dict
+    (``llh``, ``status``, ``import_seconds``, ``compiled_now``, ``seconds``), or ``None`` without AMICI."""
+    try:
+        from amici_bridge import amici_python, run_amici
+    except ImportError:
+        from benchmarks.amici_bridge import amici_python, run_amici
+    if amici_python(amici_python_path) is None:
+        return None
+    t0 = time.perf_counter()
+    try:
+        res = run_amici(["petab", str(yaml_path), "--modes", "llh", "--repeats", "1"], amici_python_path,
+                        timeout=timeout, quiet=True)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timeout after {timeout:g} s", "llh": None, "seconds": time.perf_counter() - t0}
+    except Exception as exc:
+        return {"status": f"error: {str(exc)[-600:]}", "llh": None, "seconds": time.perf_counter() - t0}
+    run = res["runs"].get("llh", {})
+    llh = run.get("llh") if run.get("status") == "ok" else None
+    return {"status": run.get("status", "missing") if not run.get("error") else run["error"][:300],
+            "llh": llh, "failures": run.get("failures", [])[:3], "import_seconds": res.get("import_seconds"),
+            "compiled_now": res.get("model_compiled_now"), "seconds": time.perf_counter() - t0,
+            "version": (res.get("environment") or {}).get("amici_version")}
+
+
+def run_problem(name, a):
+    """Run one problem: AMICI's llh (when set up), then pbsens in a subprocess with a timeout."""
+    out = Path(a.out_dir) / f"{name}.json"
+    folder = Path(a.collection) / name
+    rec = {"problem": name, "collection_commit": COLLECTION_COMMIT, "pbsens_commit": _git_head(),
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "command": " ".join(shlex.quote(x) for x in sys.argv), "timeout_s": a.timeout,
+           "skip_gradient_above_s": a.skip_gradient_above, "host": platform.node(),
+           "loadavg_start": os.getloadavg()[0], "references": {"published": AMICI_REFERENCE.get(name)}}
+    yaml_path = find_yaml(folder)
+    if yaml_path is None:
+        rec["unavailable"] = f"no problem YAML in {folder} (files missing from the snapshot)"
+    else:
+        rec["yaml"] = str(yaml_path)
+        gone = missing_files(yaml_path)
+        if gone:
+            rec["unavailable"] = f"files missing from the snapshot: {', '.join(gone)}"
+    if rec.get("unavailable"):
+        rec["status"], rec["status_detail"] = classify(rec)
+        _write_json(out, rec)
+        return rec
+    am = amici_llh(yaml_path, a.amici_python, a.amici_timeout or a.timeout)
+    if am is not None:
+        rec["amici"] = am
+        rec["references"]["amici"] = am.get("llh")
+    _write_json(out, rec)
+    with tempfile.TemporaryDirectory(prefix="pbsens_collection_cache_") as cache:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--yaml", str(yaml_path),
+               "--json", str(out), "--timeout", str(a.timeout), "--skip-gradient-above",
+               str(a.skip_gradient_above), "--repeats", str(a.repeats)]
+        env = {**os.environ, "PBSENS_CACHE_DIR": cache}
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+        try:
+            log, _ = proc.communicate(timeout=a.timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)          # the worker and anything it started, by its group id
+            log, _ = proc.communicate()
+            timed_out = True
+        wall = time.perf_counter() - t0
+    rec = json.loads(out.read_text())
+    rec["worker_wall_s"] = wall
+    rec["loadavg_end"] = os.getloadavg()[0]
+    if timed_out:
+        rec["timeout"] = a.timeout
+    elif proc.returncode != 0 and not rec.get("exception"):
+        rec["exception"] = {"kind": "error", "type": f"exit {proc.returncode}", "stage": rec.get("stage"),
+                            "message": "\n".join((log or "").strip().splitlines()[-5:])[-1000:]}
+    if log and log.strip():
+        rec["worker_output_tail"] = "\n".join(log.strip().splitlines()[-10:])[-2000:]
+    rec["status"], rec["status_detail"] = classify(rec)
+    _write_json(out, rec)
+    return rec
+
+
+SECTION_START = "<!-- collection.py: start of the generated section -->"
+SECTION_END = "<!-- collection.py: end of the generated section -->"
+
+
+def load_records(out_dir):
+    return [json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("*.json"))]
+
+
+def coverage_section(records, command):
+    counts = summary_counts(records)
+    dates = sorted(r.get("date", "") for r in records if r.get("date"))
+    n = len(records)
+    lines = [SECTION_START, "## PEtab benchmark collection", "",
+             f"The {n} problem folders of github.com/Benchmarking-Initiative/Benchmark-Models-PEtab at commit "
+             f"`{COLLECTION_COMMIT}`, measured by `benchmarks/collection.py` (its docstring defines every "
+             f"column and status); records dated {dates[0] if dates else '?'} to {dates[-1] if dates else '?'} (UTC), "
+             f"one JSON per problem in `benchmarks/results/collection/`. Command:", "",
+             f"    {command}", "",
+             "Status counts: " + ", ".join(f"{s}: {c}" for s, c in counts.items()) + f" (of {n}).", "",
+             "llh at the nominal parameters (evaluate() defaults); references: AMICI 1.1 in the same run "
+             "(`amici_side.py petab --modes llh`, CVODES rtol 1e-8, atol 1e-16), published = "
+             + AMICI_REFERENCE_SOURCE + ", sim. table = the llh of the collection's `simulatedData_*.tsv`. "
+             "Gradient errors: max-norm relative error against central finite differences at "
+             f"x_nominal + {SHIFT} (step {STEP:g}, Rodas5P rtol 1e-12, atol 1e-14); times are wall seconds "
+             "on a shared 2-core machine (load averages in the JSON files).", "",
+             markdown_table(records), ""]
+    dis = [(r["problem"], published_disagreement(r)) for r in sorted(records, key=lambda r: r["problem"])]
+    dis = [(p, d) for p, d in dis if d]
+    lines += ["### Where a reference disagrees with both AMICI 1.1 and pbsens", ""]
+    lines += [f"* {p}: {d}" for p, d in dis] or ["* none among the problems both ran"]
+    lines += ["", SECTION_END]
+    return "\n".join(lines)
+
+
+def write_coverage(path, records, command):
+    path = Path(path)
+    section = coverage_section(records, command)
+    if path.is_file() and SECTION_START in (text := path.read_text()) and SECTION_END in text:
+        pre, rest = text.split(SECTION_START, 1)
+        post = rest.split(SECTION_END, 1)[1]
+        path.write_text(pre + section + post)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# Coverage\n\nWhich problems pbsens runs, and how well. Every number below is measured;"
+                        " the script named in each section reproduces it.\n\n" + section + "\n")
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--collection", default=os.environ.get("PBSENS_PETAB_COLLECTION"),
+                    help="the Benchmark-Models folder of the collection (default: $PBSENS_PETAB_COLLECTION)")
+    ap.add_argument("--problems", nargs="+", default=None, help="problem ids (default: every folder)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per problem (pbsens; AMICI apart)")
+    ap.add_argument("--skip-gradient-above", type=float, default=60.0,
+                    help="skip the gradient check when one llh evaluation takes longer (seconds)")
+    ap.add_argument("--repeats", type=int, default=3, help="gradient timings after the first call")
+    ap.add_argument("--out-dir", default=str(OUT_DIR))
+    ap.add_argument("--table", default=str(ROOT / "docs" / "COVERAGE.md"),
+                    help="Markdown file whose collection section is rewritten ('' for none)")
+    ap.add_argument("--table-only", action="store_true", help="only rewrite --table from --out-dir")
+    ap.add_argument("--table-command", default=None, help="command shown in the table (default: this one)")
+    ap.add_argument("--amici-python", default=None,
+                    help="Python of an environment with AMICI (default: $PBSENS_AMICI_PYTHON; else no AMICI)")
+    ap.add_argument("--amici-timeout", type=float, default=None, help="seconds for AMICI (default --timeout)")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--yaml", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--json", default=None, help=argparse.SUPPRESS)
+    return ap
+
+
+def main(argv=None):
+    a = build_parser().parse_args(argv)
+    if a.worker:
+        run_worker(a)
+        return 0
+    command = a.table_command or "nice -n 10 python benchmarks/collection.py " + " ".join(
+        shlex.quote(x) for x in (sys.argv[1:] if argv is None else argv))
+    if not a.table_only:
+        if not a.collection or not Path(a.collection).is_dir():
+            raise SystemExit("collection.py: give --collection DIR (the collection's Benchmark-Models folder) "
+                             "or set $PBSENS_PETAB_COLLECTION")
+        names = a.problems or sorted((p.name for p in Path(a.collection).iterdir() if p.is_dir()),
+                                     key=lambda n: (problem_size(Path(a.collection) / n), n))
+        print(f"{len(names)} problems, timeout {a.timeout:g} s, load average {os.getloadavg()[0]:.2f}", flush=True)
+        for name in names:
+            rec = run_problem(name, a)
+            llh = (rec.get("llh") or {}).get("value")
+            print(f"{name}: {rec['status'] if 'status' in rec else classify(rec)[0]}  llh {llh}  "
+                  f"ref {choose_reference(rec.get('references') or {})}  "
+                  f"{(rec.get('status_detail') or '')[:200]}", flush=True)
+    if a.table:
+        records = load_records(a.out_dir)
+        write_coverage(a.table, records, command)
+        print(f"wrote {a.table}: " + ", ".join(f"{s} {n}" for s, n in summary_counts(records).items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
