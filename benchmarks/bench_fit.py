@@ -171,6 +171,31 @@ def print_table(doc):
               f"{s['converged_per_cpu_min'] or 0:13.2f} {'' if r is None else f'{r:8.2f}'}")
 
 
+def markdown_rows(doc):
+    """Rows of the PERFORMANCE.md table for one problem's result document."""
+    rows = []
+    for k, s in doc["summary"].items():
+        r = s["ratio_to_amici"]
+        per = doc["per_start"][k]
+        iters = sum(x for x in per["n_iter"] if x)
+        ms_iter = 1e3 * s["cpu_s"] / iters if iters else float("nan")
+        rows.append(f"| {doc['problem']} | {k} | {s['n']} | {s['best_llh']:.4f} | {s['converged']} | {s['failed']} | "
+                    f"{s['cpu_s']:.1f} | {ms_iter:.2f} | {s['converged_per_cpu_min'] or 0:.2f} | "
+                    f"{'' if r is None else f'{r:.2f}'} |")
+    return rows
+
+
+def report(problems):
+    """The markdown table of the stored results (``benchmarks/results/fit_<problem>.json``)."""
+    print("| problem | tool | starts | best llh | converged | failed | CPU s | CPU ms / iteration | "
+          "converged / CPU min | x pyPESTO+AMICI |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in problems:
+        path = ROOT / "benchmarks" / "results" / f"fit_{name}.json"
+        if path.is_file():
+            print("\n".join(markdown_rows(json.loads(path.read_text()))))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--problems", nargs="+", default=PROBLEMS)
@@ -181,8 +206,11 @@ def main(argv=None):
     ap.add_argument("--collection", default=os.environ.get("PBSENS_PETAB_COLLECTION"),
                     help="the Benchmark-Models folder of a checkout of the PEtab benchmark collection")
     ap.add_argument("--work", default=str(HERE / ".fit_work"), help="folder of the resumable fits")
+    ap.add_argument("--report", action="store_true", help="print the markdown table of the stored results and stop")
     add_amici_argument(ap)
     args = ap.parse_args(argv)
+    if args.report:
+        return report(args.problems)
     amici_py = amici_python(args.amici_python)
     if amici_py is None:
         print("AMICI: not configured (--amici-python or $PBSENS_AMICI_PYTHON): pbsens only")
