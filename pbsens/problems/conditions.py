@@ -61,10 +61,11 @@ def problem_conditions(problem, theta=None, steady_state_tol=(1e-10, 1e-12), ste
         else:
             pre = plan.pre.values(p_lin)
             xp0, Sp0 = problem._initial(pre, plan.pre_init)
-            key = (pre.tobytes(), xp0.tobytes(), Sp0.tobytes())
+            cols = np.flatnonzero(plan.pre.est >= 0)     # S0 of the parameters estimated there (others 0)
+            key = (pre.tobytes(), xp0.tobytes(), Sp0.tobytes(), cols.tobytes())
             if key not in done:
                 try:
-                    done[key] = steady_state(m, pre, xp0, Sp0, sensitivities=True, **ss_opts)
+                    done[key] = steady_state(m, pre, xp0, Sp0, sensitivities=True, **{"columns": cols, **ss_opts})
                 except SolverError as exc:
                     raise SolverError(f"condition {name!r} (preequilibration {plan.preeq_id!r}): {exc}") from None
             x0, S0 = done[key]

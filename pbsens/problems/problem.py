@@ -55,6 +55,10 @@ class EvaluationResult:
         residuals for least-squares optimisers (:func:`pbsens.fit`).
     sigma_jacobian : ndarray (R, d) or None
         ``d sigmas / d theta`` (with ``sensitivities=True``; zero rows for fixed noise).
+    notes : list of str
+        What the evaluation chose on its own, one line each: e.g. a preequilibration whose
+        steady-state sensitivities were integrated because the Newton form ``A S = -B`` is not
+        defined there (:func:`pbsens.simulation.steady_state.steady_state`, ``sensitivity_mode``).
     """
 
     llh: float
@@ -68,6 +72,7 @@ class EvaluationResult:
     sigmas: np.ndarray = None
     residual_jacobian: np.ndarray | None = None
     sigma_jacobian: np.ndarray | None = None
+    notes: list = field(default_factory=list)
 
     def __getattribute__(self, name):
         # the table is built on first access (pandas costs more than a whole small evaluation)
@@ -129,7 +134,7 @@ def _bound_outputs(model):
     return cache["outputs"]
 
 
-def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None, key=None):
+def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None, key=None, columns=None):
     """States (K, nx) and sensitivities (K, nx, np) at ``times`` (plus the steady state
     when ``has_inf``), by :func:`pbsens.simulation.segments.simulate`.
 
@@ -148,9 +153,10 @@ def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None
         solver, rtol, atol = rest.pop("solver", None), rest.pop("rtol", 1e-8), rest.pop("atol", 1e-10)
         ss = rest.pop("steady_state_options")
         r = run_checked(model, t_eval, p, np.array(x0, dtype=np.float64), S0, 0.0, method, sens, solver,
-                        rtol, atol, ss, *split_options(rest))
+                        rtol, atol, ss, *split_options(rest), columns=columns)
         return r.x, r.S
-    r = simulate(model, t_eval, p, x0=x0, S0=S0, t0=0.0, method=method, sensitivities=sens, **opts)
+    r = simulate(model, t_eval, p, x0=x0, S0=S0, t0=0.0, method=method, sensitivities=sens, columns=columns,
+                 **opts)
     if key is not None:
         checked.add(key)
     return np.asarray(r.x), (None if r.S is None else np.asarray(r.S))
@@ -174,12 +180,16 @@ def steady_state_options_of(opts):
     return ss
 
 
-def _steady_state(model, p, x0, S0, sens, opts):
+def _steady_state(model, p, x0, S0, sens, opts, columns=None):
+    """``(x_ss, S_ss, note)``: ``S_ss`` only in ``columns`` (the model parameters estimated in the
+    preequilibration; zero elsewhere), ``note`` when its sensitivities were integrated."""
     from ..simulation.steady_state import steady_state
     ss = steady_state_options_of(opts)
     ss.update(opts.get("steady_state_options") or {})
-    x, S = steady_state(model, p, x0, S0, sensitivities=sens, **ss)
-    return np.asarray(x), (None if S is None else np.asarray(S))
+    ss.setdefault("columns", columns)
+    ss.pop("return_info", None)
+    x, S, info = steady_state(model, p, x0, S0, sensitivities=sens, return_info=True, **ss)
+    return np.asarray(x), (None if S is None else np.asarray(S)), info.get("note")
 
 
 class Problem:
@@ -363,6 +373,7 @@ class Problem:
         c = model.constants
         outputs = _bound_outputs(model)
         self._ss_cache = {}          # preequilibrations of this evaluation
+        self._notes = []             # what it chose on its own (EvaluationResult.notes)
         for ci, plan in enumerate(self._plans):
             name = self.conditions[ci]
             t0 = time.perf_counter()
@@ -415,7 +426,7 @@ class Problem:
                                 simulations=_LazyTable(self, y), timing=timing, theta=th,
                                 residuals=resid,
                                 sigmas=sig, residual_jacobian=sres,
-                                sigma_jacobian=None if sres is None else Js)
+                                sigma_jacobian=None if sres is None else Js, notes=self._notes)
 
     def _to_theta(self, d, dpdth):
         """``(R, np)`` derivatives w.r.t. model parameters -> ``(R, d)`` w.r.t. theta."""
@@ -446,10 +457,14 @@ class Problem:
             pp = plan.pre.values(p_lin)
             xp0, Sp0 = self._initial(pp, plan.pre_init)
             # conditions sharing a preequilibration (same parameters, same start) share its steady state
-            key = (pp.tobytes(), xp0.tobytes(), Sp0.tobytes() if sens else b"", sens)
+            cols = np.flatnonzero(plan.pre.est >= 0)
+            key = (pp.tobytes(), xp0.tobytes(), Sp0.tobytes() if sens else b"", sens, cols.tobytes())
             if key not in self._ss_cache:
-                self._ss_cache[key] = _steady_state(self.model, pp, xp0, Sp0 if sens else None, sens, opts)
-            x0, S0 = self._ss_cache[key]
+                self._ss_cache[key] = _steady_state(self.model, pp, xp0, Sp0 if sens else None, sens, opts, cols)
+                note = self._ss_cache[key][2]
+                if note and hasattr(self, "_notes"):
+                    self._notes.append(f"preequilibration {plan.preeq_id!r}: {note}")
+            x0, S0, _ = self._ss_cache[key]
             if sens:
                 differ = plan.pre.est != plan.sim.est
                 bad = np.flatnonzero(differ & np.any(S0 != 0.0, axis=0))
@@ -467,8 +482,10 @@ class Problem:
                     S0[i, j] = 1.0
         if not sens:
             S0 = None
+        # the columns of S the likelihood reads: the model parameters mapped to estimated ones here
         return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts,
-                         getattr(self, "_checked", None), _signature(method, sens, opts))
+                         getattr(self, "_checked", None), _signature(method, sens, opts),
+                         np.flatnonzero(plan.sim.est >= 0))
 
     def _check_outputs(self, y, sig):
         rows, files = self._rows, self.files

@@ -229,7 +229,7 @@ def _solve_rodas5p(model, t_span, *, method, **kwargs):
 
 def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", sensitivities=True,
              solver=None, rtol=1e-8, atol=1e-10, steady_state_options=None, estimate_error=False,
-             **options) -> Simulation:
+             columns=None, **options) -> Simulation:
     """States (and sensitivities) of ``model`` at ``t_eval``, stopping at events and breakpoints.
 
     Parameters
@@ -270,6 +270,13 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         ``e_+ = G_x e_-`` at an event, and the march carries it through the segment
         (one more march from ``S0 + e``). Signed, so errors that cancel after a
         stop are not counted twice.
+    columns : array_like of int, optional
+        The parameters (indices) whose sensitivities are wanted (default all).
+        Breakpoints that coincide but move differently with a parameter make
+        ``S`` undefined in its column (:class:`SolverError`); in a column not
+        wanted, that jump is left out instead (the column is not exact, e.g. a
+        fixed dosing time shared by two inputs). The steady state of an ``inf``
+        output gets them as its ``columns``.
     **options
         ``n_factor``, ``n_max``, ``eq_tol``, ``norm``, ``interpolation``,
         ``reuse_tol``, ``substeps``, ``midpoint``, ``freeze`` go to :func:`pbsens.sensitivities`; ``jacobian`` to
@@ -318,9 +325,35 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     if estimate_error and not np.all(np.isfinite(te)):
         raise PbsensError("'estimate_error' covers finite output times only; 't_eval' contains inf "
                           "(steady-state outputs)")
+    if columns is not None:
+        try:
+            columns = np.asarray(columns, dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError):
+            raise PbsensError(f"'columns' must be parameter indices, got {columns!r}") from None
+        if columns.size and (columns.min() < 0 or columns.max() >= model.n_params):
+            raise PbsensError(f"'columns' holds an index outside 0..{model.n_params - 1}")
     return run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady_state_options,
                        sens_opts, fs_opts, solver_opts, checked=False, t_start=t_start,
-                       estimate_error=bool(estimate_error))
+                       estimate_error=bool(estimate_error), columns=columns)
+
+
+def _breakpoint_shift(model, tau, tb, columns):
+    """``dtau/dp`` of the breakpoints ``tb`` at ``tau`` (None when none moves): coinciding ones must move
+    alike (else :class:`SolverError`), except in the columns not wanted, which then get no jump."""
+    D = np.array(tb, dtype=np.float64)
+    differ = np.any(D != D[0], axis=0)
+    if np.any(differ):
+        wanted = np.ones(D.shape[1], dtype=bool) if columns is None else np.isin(np.arange(D.shape[1]), columns)
+        if np.any(differ & wanted):
+            j = int(np.flatnonzero(differ & wanted)[0])
+            raise SolverError(f"model {model.name!r}: {len(tb)} breakpoints coincide at t = {tau:.6g} but "
+                              f"move differently with the parameters (e.g. {model.param_names[j]!r}); the "
+                              "sensitivities are not defined there (the solution is not differentiable in p)")
+        D = D[:, ~differ]
+        shift = np.zeros(differ.size)
+        shift[~differ] = D[0]
+        D = shift[None, :]
+    return D[0] if np.any(D[0] != 0) else None
 
 
 def split_options(options):
@@ -331,7 +364,8 @@ def split_options(options):
 
 
 def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady_state_options, sens_opts,
-                fs_opts, solver_opts, checked=True, t_start=None, estimate_error=False) -> Simulation:
+                fs_opts, solver_opts, checked=True, t_start=None, estimate_error=False,
+                columns=None) -> Simulation:
     """:func:`simulate` on arguments it has already validated.
 
     For callers that simulate the same model with the same options many times
@@ -398,13 +432,9 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
         t_before = tau - _SHIFT * max(1.0, abs(tau))
         t_after = tau + _SHIFT * max(1.0, abs(tau))
         if sens and tb:
-            moving = [d for d in tb if np.any(d != 0)]
-            if moving:
-                if any(not np.array_equal(d, moving[0]) for d in moving[1:]) or len(moving) < len(tb):
-                    raise SolverError(f"model {model.name!r}: {len(tb)} breakpoints coincide at t = {tau:.6g} but "
-                                      "move differently with the parameters; the sensitivities are not defined "
-                                      "there (the solution is not differentiable in p)")
-                S = S + np.outer(model.rhs(t_before, x, p) - model.rhs(t_after, x, p), moving[0])
+            shift = _breakpoint_shift(model, tau, tb, columns)
+            if shift is not None:
+                S = S + np.outer(model.rhs(t_before, x, p) - model.rhs(t_after, x, p), shift)
         for k, dtau in ev or ():
             if carried is not None:
                 x, S, carried = _apply_event(model, k, tau, x, S, p, dtau, t_after, carried)
@@ -421,6 +451,8 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
         ss_opts = dict(steady_state_options or {})
         if isinstance(solver, str):
             ss_opts.setdefault("solver", solver)      # the caller's solver approaches the steady state too
+        if columns is not None:
+            ss_opts.setdefault("columns", columns)
         x_ss, S_ss, ss_info = steady_state(model, p, x, S if sens else None, sensitivities=sens, t=t_last,
                                            return_info=True, **ss_opts)
         t_ss = time.perf_counter() - t1

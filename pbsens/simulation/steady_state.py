@@ -41,8 +41,28 @@
    ``[A; L^T] S = [-B; L^T S0]`` by least squares (the projection onto the
    conserved subspace, exactly what integrating ``S' = A S + B`` from ``S0``
    to infinity would give when the other eigenvalues of ``A`` are negative).
-   A singular ``A`` whose null directions are not conservation laws
-   (``L^T B != 0``) has no steady-state sensitivity: :class:`SolverError`.
+   This Newton form needs each null direction ``l`` to be a conservation law
+   along the whole approach (``l^T A = 0`` and ``l^T B = 0`` everywhere, so
+   ``l^T S`` stays ``l^T S0``), which pbsens checks at the steady state, the
+   start, their midpoint and one random positive state, on the columns of ``S``
+   asked for (``columns``). A law that depends on the parameters (``x' = -a x``,
+   ``z' = b x`` conserves ``b x + a z``), a zero eigenvalue of a non-conserved
+   direction, or ``l^T B != 0`` at the steady state leave ``A S = -B`` without a
+   unique (or any) solution.
+4. **Sensitivities by integration** (``sensitivity_mode="auto"``, the default, where
+   the Newton form is not defined; AMICI's integration-only mode, always with
+   ``"integrate"``): states and sensitivities are integrated together from
+   ``x0``, ``S0`` (:func:`pbsens.forward_sensitivities`, the compiled augmented
+   Rodas5P at ``rtol/10``, ``atol/10``, the selected columns only) over horizons
+   1, 10, 100, ... until, at the end of a horizon, the state has converged (as
+   in 1.), the weighted norm of ``dS/dt = A S + B`` and that of the change of
+   ``S`` over the horizon are below 1 (weights ``atol + rtol max(|S_ij|,
+   max_i |S_ij|)``, i.e. relative to each column's size). Where ``l^T B != 0`` at
+   the steady state, ``l^T S`` grows like ``t l^T B``: the limit does not exist and
+   the integration ends, after ``max_time`` or ``max_nfev``, in a
+   :class:`SolverError` naming the parameters. ``return_info``'s ``sensitivities``
+   says which way was taken (``"newton"`` or ``"integration"``), ``note`` why.
+   ``sensitivity_mode="newton"`` raises :class:`SolverError` instead of integrating.
 """
 from __future__ import annotations
 
@@ -183,7 +203,7 @@ def _simulate_to_steady_state(model, t, x, p, rtol, atol, solver, max_time, sim_
 
 def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, strategy="simulate",
                  rtol=1e-8, atol=1e-10, solver="rodas5p", max_time=1e12, max_nfev=200_000, newton_steps=20,
-                 return_info=False):
+                 return_info=False, columns=None, sensitivity_mode="auto"):
     """Steady state ``x_ss`` reached from ``x0`` and its sensitivity ``S_ss = dx_ss/dp``.
 
     Parameters
@@ -226,7 +246,19 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
         ``time`` reached, ``wrms`` (the weighted norm of ``f`` at ``x_ss``),
         ``conservation_laws`` (their number), ``solver`` (of the approach; None
         when Newton alone converged), ``nfev`` (the approach's right-hand-side
-        evaluations).
+        evaluations), ``sensitivities`` (``"newton"``, ``"integration"`` or None),
+        ``note`` (why the sensitivities were integrated, else None),
+        ``sensitivity_time`` and ``sensitivity_nfev`` (the integration's end time
+        and right-hand-side evaluations of the augmented system; 0 for Newton).
+    columns : array_like of int or bool (np,), optional
+        The columns (parameters) of ``S_ss`` wanted; the others are returned as
+        zero, and only the wanted ones must satisfy the Newton form's
+        conditions (a parameter fixed at 0 that switches a reaction off leaves a
+        null direction that is a law for every other parameter). Default: all.
+    sensitivity_mode : {"auto", "newton", "integrate"}
+        How ``S_ss`` is found (module docstring, 3. and 4.): the Newton form where
+        it is defined, else by integration (``"auto"``); the Newton form or
+        :class:`SolverError`; always by integration.
 
     Returns
     -------
@@ -261,7 +293,11 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
         raise PbsensError(f"'max_nfev' must be a positive integer, got {max_nfev!r}")
     if not isinstance(solver, str):
         raise PbsensError(f"'solver' must be the name of a state solver, got {solver!r}")
+    if sensitivity_mode not in _MODES:
+        raise PbsensError(f"'sensitivity_mode' must be one of {', '.join(map(repr, _MODES))}, got {sensitivity_mode!r}")
+    cols = _check_columns(model, columns)
     t = check_time(t, "t")
+    x_start = x.copy()
 
     used, t_ss, converged, nfev, approach = strategy, t, False, 0, None
     if strategy == "newton":
@@ -281,17 +317,139 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
     A = model.jac_x(t_ss, x, p)
     L, _ = conservation_laws(A)
     info = {"strategy": used, "time": t_ss, "wrms": err, "conservation_laws": int(L.shape[1]),
-            "solver": approach, "nfev": nfev}
+            "solver": approach, "nfev": nfev, "sensitivities": None, "note": None,
+            "sensitivity_time": None, "sensitivity_nfev": 0}
     S = None
     if sensitivities:
-        S = steady_state_sensitivity(model, t_ss, x, p, S0)
+        why = None if sensitivity_mode == "integrate" else _newton_form_defect(model, t, t_ss, x_start, x, p, cols)
+        if sensitivity_mode == "integrate" or why is not None:
+            if sensitivity_mode == "newton":
+                raise SolverError(f"steady state of model {model.name!r}: {why}; the steady-state sensitivities "
+                                  "are not defined by A S = -B there (sensitivity_mode='auto' integrates them)")
+            why = why or "sensitivity_mode='integrate'"
+            S, t_s, nfev_s = _integrate_sensitivity(model, t, x_start, p, S0, cols, rtol, atol, max_time,
+                                                    int(max_nfev), why)
+            info.update(sensitivities="integration", sensitivity_time=t_s, sensitivity_nfev=nfev_s,
+                        note=f"steady-state sensitivities integrated to t = {t_s:.6g} ({why})")
+        else:
+            S = steady_state_sensitivity(model, t_ss, x, p, S0, cols)
+            info["sensitivities"] = "newton"
     return (x, S, info) if return_info else (x, S)
 
 
-def steady_state_sensitivity(model, t, x, p, S0):
-    """``S`` with ``A S = -B`` and ``L^T S = L^T S0`` (see the module docstring)."""
+_MODES = ("auto", "newton", "integrate")
+
+
+def _check_columns(model, columns):
+    """The wanted columns of ``S`` as sorted unique indices."""
+    n = model.n_params
+    if columns is None:
+        return np.arange(n, dtype=np.int64)
+    try:
+        c = np.asarray(columns)
+    except (TypeError, ValueError):
+        c = None
+    if c is not None and c.dtype == bool:
+        if c.shape != (n,):
+            raise PbsensError(f"'columns' as a mask must have {n} entries (one per parameter), got shape {c.shape}")
+        return np.flatnonzero(c).astype(np.int64)
+    if c is None or c.ndim != 1 or (c.size and not np.issubdtype(c.dtype, np.integer)):
+        raise PbsensError(f"'columns' must be parameter indices or a boolean mask, got {columns!r}")
+    if c.size and (c.min() < 0 or c.max() >= n):
+        raise PbsensError(f"'columns' holds an index outside 0..{n - 1}: {columns!r}")
+    return np.unique(c).astype(np.int64)
+
+
+def _law_defect(model, t, x, p, L, cols, b_scale):
+    """``(largest |L^T A| relative to |A|, largest |L^T B[:, cols]| relative to b_scale, its parameter)`` at ``x``."""
     A = model.jac_x(t, x, p)
-    B = model.jac_p(t, x, p)
+    B = model.jac_p(t, x, p)[:, cols]
+    if not (np.all(np.isfinite(A)) and np.all(np.isfinite(B))):
+        return 0.0, 0.0, None
+    la = float(np.abs(L.T @ A).max()) / max(float(np.abs(A).max()), 1e-300)
+    LB = np.abs(L.T @ B)
+    worst = int(cols[np.argmax(LB.max(axis=0))])
+    return la, float(LB.max()) / b_scale, worst
+
+
+def _newton_form_defect(model, t0, t_ss, x0, x_ss, p, cols):
+    """None when every null direction of ``A`` at the steady state is a conservation law (on the wanted
+    columns) at the steady state, the start, their midpoint and a random positive state; else why not.
+    ``L^T B`` is measured against the largest ``|B|`` at the steady state and the start (``B`` may vanish
+    at the steady state)."""
+    A = model.jac_x(t_ss, x_ss, p)
+    L, _ = conservation_laws(A)
+    if L.shape[1] == 0 or cols.size == 0:
+        return None
+    b_scale = max(float(np.abs(model.jac_p(t_ss, x_ss, p)[:, cols]).max()),
+                  float(np.nan_to_num(np.abs(model.jac_p(t0, x0, p)[:, cols])).max()), 1e-300)
+    _, lb, worst = _law_defect(model, t_ss, x_ss, p, L, cols, b_scale)
+    if lb > 1e-7:
+        return (f"the Jacobian df/dx is singular but its null directions are not conservation laws: L^T df/dp "
+                f"!= 0 at the steady state (largest for parameter {model.param_names[worst]!r}), so S grows "
+                "without bound along them")
+    u = np.random.default_rng(0).uniform(-1.0, 1.0, x_ss.size)
+    for where, tt, xx in (("the start", t0, x0), ("halfway from the start", t_ss, 0.5 * (x0 + x_ss)),
+                          ("a random positive state", t_ss, (1.0 + np.abs(x_ss)) * np.exp(u))):
+        la, lb, worst = _law_defect(model, tt, xx, p, L, cols, b_scale)
+        if la > 1e-6 or lb > 1e-6:
+            what = "df/dx" if la > 1e-6 else f"df/dp (parameter {model.param_names[worst]!r})"
+            return (f"the Jacobian df/dx is singular at the steady state but its null directions are not "
+                    f"conservation laws ({what} moves them at {where})")
+    return None
+
+
+def _integrate_sensitivity(model, t, x0, p, S0, cols, rtol, atol, max_time, max_nfev, why):
+    """``S`` by integrating states and sensitivities from ``(x0, S0)`` until both settle (module docstring, 4.)."""
+    from ..sensitivity.forward import forward_sensitivities
+    nx = model.n_states
+    S_full = np.zeros((nx, model.n_params))
+    if cols.size == 0:
+        return S_full, t, 0
+    x, S = np.array(x0, dtype=np.float64), np.ascontiguousarray(S0[:, cols], dtype=np.float64)
+    horizon, elapsed, used, errs = 1.0, 0.0, 0, (np.inf, np.inf, np.inf)
+    what = f"steady state of model {model.name!r}: {why}; integrating the sensitivities (rodas5p, " \
+           f"rtol {rtol / 10:g}, atol {atol / 10:g})"
+    while True:
+        if elapsed >= max_time or used >= max_nfev:
+            limit = f"time {max_time:.3g}" if elapsed >= max_time else f"max_nfev = {max_nfev} evaluations"
+            raise SolverError(f"{what} did not settle within {limit} (weighted norms at t = {t + elapsed:.6g}: "
+                              f"f {errs[0]:.3g}, dS/dt {errs[1]:.3g}, change of S over the last horizon "
+                              f"{errs[2]:.3g}; each needs < 1): the steady-state sensitivities are not defined; "
+                              "raise 'max_time'/'max_nfev' if they only converge slowly")
+        a, b = t + elapsed, t + elapsed + horizon
+        try:
+            r = forward_sensitivities(model, (a, b), t_eval=[b], p=p, x0=x, S0=S, method="rodas5p",
+                                      rtol=rtol / 10.0, atol=atol / 10.0, params=cols,
+                                      max_steps=max(1, (max_nfev - used) // _RODAS5P_NFEV_PER_STEP))
+        except SolverError as exc:
+            raise SolverError(f"{what} failed on the horizon [{a:.6g}, {b:.6g}]: {exc}") from None
+        stats = r.options.get("stats") or {}
+        used += int(stats.get("nfev", stats.get("n_steps", 1) * _RODAS5P_NFEV_PER_STEP))
+        elapsed += horizon
+        horizon *= 10.0
+        xn, Sn = np.array(r.x[-1]), np.array(r.S[-1])
+        if not (np.all(np.isfinite(xn)) and np.all(np.isfinite(Sn))):
+            raise SolverError(f"{what}: NaN/inf by t = {b:.6g}")
+        dS = model.jac_x(b, xn, p) @ Sn + model.jac_p(b, xn, p)[:, cols]
+        w = atol + rtol * np.maximum(np.abs(Sn), np.abs(Sn).max(axis=0, keepdims=True))
+        errs = (_wrms(model.rhs(b, xn, p), xn, rtol, atol), float(np.sqrt(np.mean((dS / w) ** 2))),
+                float(np.sqrt(np.mean(((Sn - S) / w) ** 2))))
+        x, S = xn, Sn
+        if max(errs) < 1.0:
+            S_full[:, cols] = S
+            return S_full, b, used
+
+
+def steady_state_sensitivity(model, t, x, p, S0, columns=None):
+    """``S`` with ``A S = -B`` and ``L^T S = L^T S0`` (see the module docstring); the columns not in
+    ``columns`` (indices, default all) are zero."""
+    cols = np.arange(model.n_params) if columns is None else np.asarray(columns, dtype=np.int64)
+    A = model.jac_x(t, x, p)
+    B = model.jac_p(t, x, p)[:, cols]
+    S0 = np.asarray(S0)[:, cols]
+
+
     L, inconsistent = conservation_laws(A, B)
     if inconsistent:
         raise SolverError(f"steady state of model {model.name!r}: the Jacobian df/dx is singular but its null "
@@ -308,4 +466,6 @@ def steady_state_sensitivity(model, t, x, p, S0):
         S = np.linalg.lstsq(M, R, rcond=None)[0]
     if not np.all(np.isfinite(S)):
         raise SolverError(f"steady-state sensitivities of model {model.name!r} are NaN/inf")
-    return S
+    out = np.zeros((model.n_states, model.n_params))
+    out[:, cols] = S
+    return out
