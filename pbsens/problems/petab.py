@@ -141,12 +141,20 @@ def _check_columns(files):
 
 
 def read_problem(yaml_path):
-    """``(petab.v1.Problem, files)`` read and linted; :class:`PetabError` on bad files."""
+    """``(petab.v1.Problem, files)`` read and linted; :class:`PetabError` on bad files. A PEtab 2.0
+    YAML (``format_version: 2.x``) is read by ``petab.v2`` and converted (:mod:`.petab_v2`)."""
     petab_v1 = _petab()
     yaml_path = os.fspath(yaml_path)
     if not os.path.isfile(yaml_path):
         raise PetabError(f"PEtab problem file {yaml_path!r} does not exist")
     check_file_size(yaml_path, "PEtab problem file")
+    try:
+        cfg = petab_v1.yaml.load_yaml(yaml_path)
+    except Exception as exc:
+        raise PetabError(f"PEtab problem file {yaml_path!r} cannot be read: {exc}") from None
+    from .petab_v2 import is_v2, read_v2
+    if is_v2(cfg):           # PEtab 2.0: petab.v2 reads it, converted to the v1 tables in memory
+        return read_v2(yaml_path, cfg, check_file_size)
     try:
         files = _table_files(yaml_path)
     except Exception as exc:

@@ -46,7 +46,8 @@ _LN10 = math.log(10.0)
 def unscale(theta, scales):
     """Linear values ``p`` of ``theta`` on ``scales`` (array of 0=lin, 1=log, 2=log10)."""
     theta = np.asarray(theta, dtype=np.float64)
-    return np.where(scales == 0, theta, np.where(scales == 1, np.exp(theta), np.power(10.0, theta)))
+    with np.errstate(over="ignore"):     # the branch not taken (a linear 1e5 is no log10 exponent)
+        return np.where(scales == 0, theta, np.where(scales == 1, np.exp(theta), np.power(10.0, theta)))
 
 
 def dunscale(theta, scales):

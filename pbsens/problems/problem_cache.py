@@ -82,16 +82,19 @@ def _code_and_versions() -> bytes:
 
 
 def _named_files(cfg) -> list:
-    """The file names a PEtab v1 YAML mentions (keys ``*_file`` / ``*_files``, top level and per problem)."""
+    """The file names a PEtab YAML mentions (keys ``*_file`` / ``*_files``, top level and per problem; v2's
+    ``model_files`` entries by their ``location``)."""
     names = []
 
     def take(d):
         for k, v in d.items():
             if not isinstance(k, str) or not (k.endswith("_file") or k.endswith("_files")):
                 continue
-            for x in (v if isinstance(v, list) else [v]):
+            for x in (v if isinstance(v, list) else list(v.values()) if isinstance(v, dict) else [v]):
                 if isinstance(x, str):
                     names.append(x)
+                elif isinstance(x, dict) and isinstance(x.get("location"), str):   # PEtab 2.0 model_files
+                    names.append(x["location"])
     take(cfg)
     for prob in cfg.get("problems") or []:
         if isinstance(prob, dict):
