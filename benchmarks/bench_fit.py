@@ -161,6 +161,56 @@ def bench_problem(name, args, amici_py):
     return doc
 
 
+def partial(name, args):
+    """Summarise the starts both tools have finished so far (a run stopped part way: the same starts,
+    the first ``k`` rows of starts.npy that every variant and AMICI completed), from the records in
+    ``--work`` and AMICI's JSON (``--amici-json``, the side script's ``--out``, rewritten after every start)."""
+    work = Path(args.work) / name
+    rows = {}
+    for v in args.variants:
+        folder = work / f"pbsens-{v.replace(':', '-')}" / "starts"
+        recs = {}
+        for f in sorted(folder.glob("start_*.json")) if folder.is_dir() else []:
+            d = json.loads(f.read_text())
+            recs[d["index"]] = d
+        rows[f"pbsens {v}"] = recs
+    amici = {}
+    if args.amici_json:
+        for st in json.loads(Path(args.amici_json).read_text())["starts"]:
+            amici[st["index"]] = st
+        rows["pyPESTO+AMICI"] = amici
+    common = sorted(set.intersection(*(set(r) for r in rows.values())))
+    k = 0
+    while k in common:
+        k += 1                                           # the first k starts, no gaps
+    idx = list(range(k))
+    per = {}
+    for tool, recs in rows.items():
+        if tool == "pyPESTO+AMICI":
+            st = [recs[i] for i in idx]
+            per[tool] = {"llh": [float(s["llh"]) if s["status"] == "ok" else -math.inf for s in st],
+                         "cpu": [s.get("cpu_time") or 0.0 for s in st], "n_iter": [s.get("n_iter") for s in st],
+                         "failed": sum(1 for s in st if s["status"] != "ok")}
+        else:
+            st = [recs[i] for i in idx]
+            per[tool] = {"llh": [s["llh"] for s in st], "cpu": [s["cpu"] for s in st],
+                         "n_iter": [s["n_iter"] for s in st], "failed": sum(1 for s in st if not math.isfinite(s["fval"]))}
+    best = max(max((v for v in r["llh"] if math.isfinite(v)), default=-math.inf) for r in per.values())
+    summary = {t: summarise(r["llh"], sum(r["cpu"]), best, r["failed"]) for t, r in per.items()}
+    ref = summary.get("pyPESTO+AMICI", {}).get("converged_per_cpu_min")
+    for s in summary.values():
+        s["ratio_to_amici"] = (s["converged_per_cpu_min"] / ref) if ref and s["converged_per_cpu_min"] else None
+    doc = {"problem": name, "n_starts": k, "partial": True, "planned_starts": args.starts, "seed": args.seed,
+           "tol": TOL, "best_llh": best, "summary": summary, "per_start": per,
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    (ROOT / "benchmarks" / "results" / f"fit_{name}.json").write_text(json.dumps(doc, indent=1, default=float))
+    from pbsens.report.fit_plots import plot_waterfall
+    plot_waterfall({t: np.array(r["llh"]) for t, r in per.items()}, best_llh=best,
+                   path=ROOT / "docs" / "img" / f"fit_waterfall_{name}.png",
+                   title=f"{name}: the first {k} of {args.starts} starts (both tools), fides")
+    return doc
+
+
 def print_table(doc):
     print(f"\n{doc['problem']}: best llh {doc['best_llh']:.6f} ({doc['n_starts']} starts)")
     print(f"  {'tool':22s} {'best llh':>12s} {'conv':>5s} {'fail':>5s} {'CPU s':>9s} {'conv/CPU min':>13s} "
@@ -207,10 +257,17 @@ def main(argv=None):
                     help="the Benchmark-Models folder of a checkout of the PEtab benchmark collection")
     ap.add_argument("--work", default=str(HERE / ".fit_work"), help="folder of the resumable fits")
     ap.add_argument("--report", action="store_true", help="print the markdown table of the stored results and stop")
+    ap.add_argument("--partial", action="store_true",
+                    help="summarise the starts finished so far by every variant and AMICI (--amici-json) and stop")
+    ap.add_argument("--amici-json", default=None, help="with --partial: pypesto_side.py's output so far")
     add_amici_argument(ap)
     args = ap.parse_args(argv)
     if args.report:
         return report(args.problems)
+    if args.partial:
+        for name in args.problems:
+            print_table(partial(name, args))
+        return 0
     amici_py = amici_python(args.amici_python)
     if amici_py is None:
         print("AMICI: not configured (--amici-python or $PBSENS_AMICI_PYTHON): pbsens only")
