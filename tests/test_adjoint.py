@@ -204,3 +204,70 @@ def test_bad_input(pka_case):
         adjoint_gradient(m, tr, 2 * m.p, t_out, dJdx)
     with pytest.raises(PbsensError, match="'S0'|'x0_sens'"):
         adjoint_gradient(m, tr, None, t_out, dJdx, x0_sens=np.ones((2, 2)))
+
+
+# ------------------------------------------------------------------ PEtab: Problem.evaluate(method="exp2-adjoint")
+BOEHM = "tests/data/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml"
+
+
+@pytest.fixture(scope="module")
+def boehm():
+    import os
+    pr = pbsens.petab.load(os.path.join(os.path.dirname(__file__), "..", BOEHM))
+    th = pr.x_nominal      # near the optimum: a small gradient, relative errors show
+    ref = pr.evaluate(th, method="fs", rtol=1e-10, atol=1e-12)
+    return pr, th, ref
+
+
+def _rel(g, ref):
+    return np.max(np.abs(g - ref)) / np.max(np.abs(ref))
+
+
+def test_problem_adjoint_is_the_transpose_of_exp2(boehm):
+    """On the same grid (4 sub-steps, no midpoint correction, nothing frozen) the adjoint gradient
+    is the forward exp2 gradient to rounding, through the PEtab maps, scales and noise models."""
+    pr, th, ref = boehm
+    f = pr.evaluate(th, method="exp2", substeps=4, midpoint=False, freeze=0.0)
+    a = pr.evaluate(th, method="exp2-adjoint", substeps=4)
+    assert a.llh == pytest.approx(f.llh, rel=1e-12)
+    assert _rel(a.gradient, f.gradient) < 1e-10
+    assert _rel(a.gradient, ref.gradient) > 1e-4          # the comparison above is not against fs
+
+
+def test_problem_adjoint_reaches_exp2_error_level(boehm):
+    """Against fs at rtol 1e-10: the default exp2 (midpoint correction, whose transpose is not
+    implemented) and the adjoint on a grid of 64 sub-steps per Rodas5P step (order 2 in the
+    sub-step: 3.4e-2, 2.1e-3, 5.3e-4, 1.3e-4 at 4, 16, 32, 64 at the nominal point)."""
+    pr, th, ref = boehm
+    e_fwd = _rel(pr.evaluate(th, method="exp2").gradient, ref.gradient)
+    e4 = _rel(pr.evaluate(th, method="exp2-adjoint").gradient, ref.gradient)
+    e64 = _rel(pr.evaluate(th, method="exp2-adjoint", substeps=64).gradient, ref.gradient)
+    assert e64 < 2 * e_fwd, (e64, e_fwd)
+    assert e64 < e4 / 50, (e4, e64)
+
+
+def test_problem_adjoint_limits(boehm):
+    pr, th, _ = boehm
+    r = pr.evaluate(th, method="exp2-adjoint")
+    for field in ("fim", "residual_jacobian", "sigma_jacobian"):
+        with pytest.raises(PbsensError, match="use method='exp2'"):
+            getattr(r, field)
+    assert np.isfinite(r.llh) and r.gradient.shape == (pr.dim,)
+    assert pr.evaluate(th, method="exp2-adjoint", sensitivities=False).gradient is None
+    with pytest.raises(PbsensError, match="not supported"):
+        pr.evaluate(th, method="exp2-adjoint", midpoint=True)
+    plan = pr._plans[0]
+    saved = plan.has_inf
+    try:
+        plan.has_inf = True
+        with pytest.raises(PbsensError, match="steady-state"):
+            pr.evaluate(th, method="exp2-adjoint")
+    finally:
+        plan.has_inf = saved
+    saved = plan.pre
+    try:
+        plan.pre = plan.sim
+        with pytest.raises(PbsensError, match="preequilibration"):
+            pr.evaluate(th, method="exp2-adjoint")
+    finally:
+        plan.pre = saved

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import PbsensError, SolverError
 from ..sensitivity.methods import FORWARD
 from . import noise
+from .adjoint_evaluation import ADJOINT_METHOD, Unavailable, evaluate_adjoint
 from .priors import Priors, dunscale, unscale
 
 __all__ = ["Problem", "EvaluationResult"]
@@ -80,11 +81,17 @@ class EvaluationResult:
         if name == "simulations" and isinstance(v, _LazyTable):
             v = v.build()
             object.__setattr__(self, "simulations", v)
+        elif name in _MAYBE_UNAVAILABLE and isinstance(v, Unavailable):
+            raise PbsensError(v.message)     # a field the adjoint method does not compute
         return v
 
     def __repr__(self):
         g = "" if self.gradient is None else f", |gradient| = {np.linalg.norm(self.gradient):.4g}"
         return f"<EvaluationResult llh = {self.llh:.10g}, chi2 = {self.chi2:.6g}{g}>"
+
+
+#: Fields of an :class:`EvaluationResult` that ``method="exp2-adjoint"`` does not compute.
+_MAYBE_UNAVAILABLE = frozenset(("fim", "residual_jacobian", "sigma_jacobian"))
 
 
 class _LazyTable:
@@ -316,7 +323,10 @@ class Problem:
             Compute ``gradient`` and ``fim`` (else they are ``None``).
         method : str
             A post-hoc method of :func:`pbsens.sensitivities` (``"exp2"``, ``"pbsr"``,
-            ...) or ``"fs"`` (forward sensitivities).
+            ...), ``"fs"`` (forward sensitivities) or ``"exp2-adjoint"``: the gradient by one
+            backward exp2 march per condition (:mod:`pbsens.problems.adjoint_evaluation`; no
+            events, breakpoints, preequilibration or ``inf`` times yet; ``fim`` and the
+            residual Jacobians then raise :class:`PbsensError` when read).
         **solver_options
             ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods, and
             every method with ``sensitivities=False``; default ``"rodas5p"``, 1e-8,
@@ -350,12 +360,16 @@ class Problem:
             the observable file's row and column and the measurement row.
         """
         from ..sensitivity.posthoc import METHODS
-        if method != FORWARD and method not in METHODS:
-            raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
+        if method != FORWARD and method != ADJOINT_METHOD and method not in METHODS:
+            raise PbsensError(f"'method' must be 'fs', {ADJOINT_METHOD!r} or one of {', '.join(METHODS)}, "
+                              f"got {method!r}")
         th = self._theta(theta)
         opts = evaluation_options(method, sensitivities, solver_options)
         from ..system.threads import blas_single_thread
         with blas_single_thread():     # once per evaluation, not once per solve inside it
+            if method == ADJOINT_METHOD:
+                r = evaluate_adjoint(self, th, sensitivities, opts, _bound_outputs(self.model))
+                return EvaluationResult(simulations=_LazyTable(self, r.pop("y")), **r)
             return self._evaluate(th, method, sensitivities, opts)
 
     def _evaluate(self, th, method, sensitivities, opts):
