@@ -305,3 +305,13 @@ def test_cli_sample_init_starts_chains_at_the_best_fits(linear, tmp_path, monkey
     (other / "observables.tsv").write_text((other / "observables.tsv").read_text().replace("x + b", "x"))
     assert main(["sample", str(other / "linear.yaml"), "--init", str(tmp_path / "fit.json"),
                  "--out", str(tmp_path / "s2")]) == 1
+
+
+def test_fit_on_dask_equals_in_process(linear, tmp_path):
+    pytest.importorskip("distributed")
+    problem = linear[0]
+    a = pbsens.fit(problem, 3, method="exp2", seed=12, n_workers=1, progress=False)
+    b = pbsens.fit(problem, 3, method="exp2", seed=12, client="local", n_workers=1, progress=False,
+                   out=tmp_path / "dask")
+    assert [s.x for s in a.starts] == [s.x for s in b.starts]
+    assert len(os.listdir(tmp_path / "dask" / "starts")) == 3      # the dask workers wrote the records
