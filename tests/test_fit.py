@@ -315,3 +315,15 @@ def test_fit_on_dask_equals_in_process(linear, tmp_path):
                    out=tmp_path / "dask")
     assert [s.x for s in a.starts] == [s.x for s in b.starts]
     assert len(os.listdir(tmp_path / "dask" / "starts")) == 3      # the dask workers wrote the records
+
+
+def test_policy_phases_and_budget():
+    """exp2+fs: exp2 with the caller's options, then fs capped at 50 iterations (fides, L-BFGS-B) or
+    evaluations (least squares); a single method is one phase with the caller's options."""
+    from pbsens.calibration.multistart import _phases
+    ph = _phases("exp2+fs", {"rtol": 1e-9}, {"maxiter": 1000, "_optimizer": "fides"})
+    assert [(m, so, o) for m, so, o in ph] == [("exp2", {"rtol": 1e-9}, {"maxiter": 1000}),
+                                              ("fs", {"rtol": 1e-9}, {"maxiter": 50})]
+    ph = _phases("exp2+fs", {}, {"_optimizer": "least_squares"})
+    assert ph[1][2] == {"max_nfev": 50}
+    assert _phases("fs", {}, {"maxiter": 7, "_optimizer": "fides"}) == [("fs", {}, {"maxiter": 7})]

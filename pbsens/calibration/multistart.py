@@ -26,11 +26,13 @@ from ..system.progress import progress_enabled
 
 __all__ = ["DEFAULT_FIT_METHOD", "METHOD_POLICIES", "fit"]
 
-#: method policies beyond a single sensitivity method, as phases ``(method, looser solver options)``:
-#: ``"exp2+fs"`` optimises with exp2's post-hoc gradients on states solved at rtol 1e-6 (atol 1e-8)
-#: until the optimiser stops, then continues from there with forward sensitivities at the
-#: caller's (or the default) tolerances: cheap gradients far from the optimum, exact ones near it
-METHOD_POLICIES = {"exp2+fs": (("exp2", {"rtol": 1e-6, "atol": 1e-8}), ("fs", {}))}
+#: method policies beyond a single sensitivity method, as phases ``(method, looser solver options,
+#: optimiser budget)``: ``"exp2+fs"`` optimises with exp2's post-hoc gradients until the optimiser
+#: stops, then continues from there with forward sensitivities for at most 50 more iterations: exact
+#: gradients where the optimum needs them, at fs's cost only there. (A first phase on states
+#: solved at rtol 1e-6 was cheaper on Boehm but stopped early on Fujita's plateaus, leaving up to
+#: 1000 fs iterations to the second: docs/PERFORMANCE.md, "Time to a converged fit".)
+METHOD_POLICIES = {"exp2+fs": (("exp2", {}, None), ("fs", {}, 50))}
 
 #: the default (docs/PERFORMANCE.md, "Time to a converged fit")
 DEFAULT_FIT_METHOD = "exp2+fs"
@@ -39,15 +41,20 @@ _FAULT = {}       # a test hook: {"at": k} makes the worker running start k exit
 
 
 # ------------------------------------------------------------------ worker side
-def _phases(method, solver_options):
-    """``[(method, solver options)]`` of the phases of ``method`` (a policy's looser options apply
-    only where the caller's are tighter)."""
+def _phases(method, solver_options, options):
+    """``[(method, solver options, optimiser options)]`` of the phases of ``method`` (a policy's looser
+    solver options apply only where the caller's are tighter; its budget caps the iterations)."""
     out = []
-    for m, loose in METHOD_POLICIES.get(method, ((method, {}),)):
+    for m, loose, budget in METHOD_POLICIES.get(method, ((method, {}, None),)):
         opts = dict(solver_options)
         for k, v in loose.items():
             opts[k] = max(v, opts.get(k, v))
-        out.append((m, opts))
+        o = dict(options)
+        if budget is not None:
+            key = "max_nfev" if "max_nfev" in o or o.get("_optimizer") == "least_squares" else "maxiter"
+            o[key] = min(int(o.get(key, budget)), budget)
+        o.pop("_optimizer", None)
+        out.append((m, opts, o))
     return out
 
 
@@ -57,11 +64,12 @@ def _run_start(problem, opts, k, x0):
     t_wall, t_cpu = time.perf_counter(), time.process_time()
     x = np.asarray(x0, float)
     phases, out, objs = [], None, []
-    for m, solver_options in _phases(opts["method"], opts["solver_options"]):
+    for m, solver_options, options in _phases(opts["method"], opts["solver_options"],
+                                              dict(opts["options"], _optimizer=opts["optimizer"])):
         obj = Objective(problem, method=m, solver_options=solver_options)
         objs.append(obj)
         try:
-            out = run_optimizer(opts["optimizer"], obj, x, lb, ub, opts["options"])
+            out = run_optimizer(opts["optimizer"], obj, x, lb, ub, options)
         except FitError:
             raise
         except Exception as exc:  # noqa: BLE001 - an optimiser's own failure ends this start, not the run
@@ -227,8 +235,8 @@ def fit(problem, n_starts=20, *, optimizer=DEFAULT_OPTIMIZER, method=DEFAULT_FIT
     method : str
         Sensitivity method of :meth:`Problem.evaluate` (``"exp2"``, ``"fs"``, ...) or a policy:
         ``"exp2+fs"`` (default) optimises with exp2 until the optimiser stops, then continues
-        from there with forward sensitivities, whose gradient is exact to the solver
-        tolerance where the optimum needs it.
+        from there with forward sensitivities for at most 50 more iterations, whose gradient is
+        exact to the solver tolerance where the optimum needs it.
     seed : int, optional
         Seed of the start points; default fresh entropy, recorded in ``result.info["seed"]``.
     starts : array_like (n, d), optional

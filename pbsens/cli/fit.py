@@ -45,7 +45,7 @@ def add_parser(subparsers):
     choices = tuple(METHOD_POLICIES) + ("fs",) + METHODS
     sp.add_argument("--method", default=d["method"], choices=choices, metavar="METHOD",
                     help=f"sensitivities of the gradient: {', '.join(choices)} (default {d['method']}: exp2 "
-                         "until the optimiser stops, then fs to finish)")
+                         "until the optimiser stops, then at most 50 iterations with fs)")
     sp.add_argument("--sampling", default=d["sampling"], choices=("uniform", "lhs"),
                     help=f"start points: uniform in the bounds or a Latin hypercube (default {d['sampling']})")
     sp.add_argument("--seed", type=int, default=None, help="seed of the start points (default: fresh, recorded)")
