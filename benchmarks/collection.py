@@ -130,9 +130,10 @@ def rel_err_max(g, g_ref):
 
 
 def choose_reference(refs):
-    """``(label, value)`` of the reference the status uses: AMICI 1.1 (this run), else the published
-    value, else the collection's simulation table; ``(None, None)`` when there is none."""
-    for label in ("amici", "published", "simulation_table"):
+    """``(label, value)`` of the reference the status uses: AMICI 1.1 (this run) at tight tolerances,
+    else at its defaults, else the published value, else the collection's simulation table;
+    ``(None, None)`` when there is none."""
+    for label in ("amici", "amici_default_tolerances", "published", "simulation_table"):
         v = refs.get(label)
         if v is not None and math.isfinite(v):
             return label, float(v)

@@ -57,6 +57,8 @@ def test_rel_err_max():
 
 def test_reference_priority_amici_then_published_then_table():
     assert col.choose_reference({"amici": 1.0, "published": 2.0, "simulation_table": 3.0}) == ("amici", 1.0)
+    assert col.choose_reference({"amici": None, "amici_default_tolerances": 1.5, "published": 2.0}) == \
+        ("amici_default_tolerances", 1.5)
     assert col.choose_reference({"amici": None, "published": 2.0, "simulation_table": 3.0}) == ("published", 2.0)
     assert col.choose_reference({"simulation_table": 3.0}) == ("simulation_table", 3.0)
     assert col.choose_reference({}) == (None, None)
