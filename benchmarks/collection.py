@@ -215,7 +215,7 @@ def _fmt(v, spec=".4g", none=""):
 
 def markdown_table(records):
     """The Markdown table of all records (sorted by problem id)."""
-    head = ("| problem | status | load cold s | load warm s | llh pbsens | llh AMICI 1.1 | published llh "
+    head = ("| problem | status | load cold s | load warm s | llh pbsens | llh AMICI 1.1 | AMICI rtol 1e-8 | published llh "
             "| sim. table llh | llh s | exp2 grad err | fs grad err | exp2 grad s | fs grad s | detail |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for rec in sorted(records, key=lambda r: r["problem"]):
@@ -228,7 +228,8 @@ def markdown_table(records):
             detail = detail[:237] + "..."
         lines.append("| " + " | ".join([
             rec["problem"], status, _fmt(load.get("cold_s"), ".2f"), _fmt(load.get("warm_s"), ".2f"),
-            _fmt(llh.get("value"), ".10g"), _fmt(refs.get("amici"), ".10g"), _fmt(refs.get("published"), ".10g"),
+            _fmt(llh.get("value"), ".10g"), _fmt(refs.get("amici"), ".10g"),
+            _fmt(refs.get("amici_default_tolerances"), ".10g"), _fmt(refs.get("published"), ".10g"),
             _fmt(refs.get("simulation_table"), ".10g"), _fmt(llh.get("seconds"), ".3f"),
             _fmt(g["exp2"].get("error"), ".1e"), _fmt(g["fs"].get("error"), ".1e"),
             _fmt(g["exp2"].get("median_s"), ".3f"), _fmt(g["fs"].get("median_s"), ".3f"), detail]) + " |")
@@ -545,7 +546,7 @@ def coverage_section(records, command):
     dates = sorted(r.get("date", "") for r in records if r.get("date"))
     n = len(records)
     lines = [SECTION_START, "## PEtab benchmark collection", "",
-             f"The {n} problem folders of github.com/Benchmarking-Initiative/Benchmark-Models-PEtab at commit "
+             f"{n} problem folders of github.com/Benchmarking-Initiative/Benchmark-Models-PEtab at commit "
              f"`{COLLECTION_COMMIT}`, measured by `benchmarks/collection.py` (its docstring defines every "
              f"column and status); records dated {dates[0] if dates else '?'} to {dates[-1] if dates else '?'} (UTC), "
              f"one JSON per problem in `benchmarks/results/collection/`. Command:", "",
