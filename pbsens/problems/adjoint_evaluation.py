@@ -105,7 +105,6 @@ def evaluate_adjoint(problem, th, sensitivities, opts, outputs):
     reuse_tol = opts.get("reuse_tol", 1e-12)
     model, rows = problem.model, problem._rows
     R = rows["measurement"].size
-    nx, npar, ny = model.n_states, model.n_params, model.n_outputs
     y, sig = np.empty(R), np.empty(R)
     timing, kept = {}, []
     for ci, plan in enumerate(problem._plans):
@@ -117,18 +116,7 @@ def evaluate_adjoint(problem, th, sensitivities, opts, outputs):
             tr, x = _solve(model, plan, p, x0, opts, substeps)
         except SolverError as exc:
             raise SolverError(f"condition {name!r}: {exc}") from None
-        mp = problem._maps[ci]
-        P = np.where(mp["est"] >= 0, p_lin[np.maximum(mp["est"], 0)], mp["fixed"]) if th.size \
-            else np.where(mp["est"] >= 0, 0.0, mp["fixed"])
-        G = mp["k"].size
-        Yb = np.empty((G, ny))
-        JX = np.empty((G, ny, nx) if sensitivities else (0, 0, 0))
-        JP = np.empty((G, ny, npar) if sensitivities else (0, 0, 0))
-        outputs(mp["t"], np.ascontiguousarray(x[mp["k"]]), np.ascontiguousarray(P, dtype=np.float64),
-                model.constants, Yb, JX, JP, sensitivities)
-        rr, rg = mp["rows"], mp["g"]
-        y[rr] = Yb[rg, mp["oy"]]
-        sig[rr] = Yb[rg, mp["os"]]
+        _, JX, JP = problem._condition_outputs(ci, x, p_lin, th.size, sensitivities, outputs, y, sig)
         kept.append((plan, tr, p, S0, JX, JP))
         timing[name] = time.perf_counter() - t0
     problem._check_outputs(y, sig)

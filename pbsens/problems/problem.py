@@ -378,13 +378,12 @@ class Problem:
         dpdth = dunscale(th, self._scales)
         model, rows = self.model, self._rows
         R = rows["measurement"].size
-        nx, npar, ny = model.n_states, model.n_params, model.n_outputs
+        npar = model.n_params
         y = np.empty(R)
         sig = np.empty(R)
         dy = np.zeros((R, npar)) if sensitivities else None
         ds = np.zeros((R, npar)) if sensitivities else None
         timing = {}
-        c = model.constants
         outputs = _bound_outputs(model)
         self._ss_cache = {}          # preequilibrations of this evaluation
         self._notes = []             # what it chose on its own (EvaluationResult.notes)
@@ -399,21 +398,8 @@ class Problem:
                 if "NaN" in str(exc) or "inf" in str(exc):
                     raise SolverError(f"condition {name!r}: {exc}") from None
                 raise
-            # one evaluation of the outputs per output time and placeholder values (rows grouped, index
-            # maps built once per problem: _output_maps), then all rows of the condition at once
-            mp = self._maps[ci]
-            P = np.where(mp["est"] >= 0, p_lin[np.maximum(mp["est"], 0)], mp["fixed"]) if th.size \
-                else np.where(mp["est"] >= 0, 0.0, mp["fixed"])
-            G = mp["k"].size
-            Yb = np.empty((G, ny))
-            JX = np.empty((G, ny, nx) if sensitivities else (0, 0, 0))
-            JP = np.empty((G, ny, npar) if sensitivities else (0, 0, 0))
-            # all output times in one compiled call (pbsens.kernels.outputs)
-            outputs(mp["t"], np.ascontiguousarray(x[mp["k"]]), np.ascontiguousarray(P, dtype=np.float64), c,
-                    Yb, JX, JP, sensitivities)
+            mp, JX, JP = self._condition_outputs(ci, x, p_lin, th.size, sensitivities, outputs, y, sig)
             rr, rg = mp["rows"], mp["g"]
-            y[rr] = Yb[rg, mp["oy"]]
-            sig[rr] = Yb[rg, mp["os"]]
             if sensitivities:
                 Sr = S[mp["k"][rg]]
                 dy[rr] = np.matmul(JX[rg, mp["oy"]][:, None, :], Sr)[:, 0, :] + JP[rg, mp["oy"]]
@@ -441,6 +427,29 @@ class Problem:
                                 residuals=resid,
                                 sigmas=sig, residual_jacobian=sres,
                                 sigma_jacobian=None if sres is None else Js, notes=self._notes)
+
+    def _condition_outputs(self, ci, x, p_lin, n_theta, sensitivities, outputs, y, sig):
+        """Observables and noise parameters of condition ``ci``'s rows into ``y``, ``sig``; returns
+        ``(maps, JX, JP)``, the outputs' derivatives by state and parameter per output time.
+
+        One evaluation of the outputs per output time and placeholder values (rows grouped, index
+        maps built once per problem: :func:`_output_maps`), all output times in one compiled call
+        (:mod:`pbsens.kernels.outputs`), then all rows of the condition at once."""
+        model = self.model
+        nx, npar, ny = model.n_states, model.n_params, model.n_outputs
+        mp = self._maps[ci]
+        P = np.where(mp["est"] >= 0, p_lin[np.maximum(mp["est"], 0)], mp["fixed"]) if n_theta \
+            else np.where(mp["est"] >= 0, 0.0, mp["fixed"])
+        G = mp["k"].size
+        Yb = np.empty((G, ny))
+        JX = np.empty((G, ny, nx) if sensitivities else (0, 0, 0))
+        JP = np.empty((G, ny, npar) if sensitivities else (0, 0, 0))
+        outputs(mp["t"], np.ascontiguousarray(x[mp["k"]]), np.ascontiguousarray(P, dtype=np.float64),
+                model.constants, Yb, JX, JP, sensitivities)
+        rr, rg = mp["rows"], mp["g"]
+        y[rr] = Yb[rg, mp["oy"]]
+        sig[rr] = Yb[rg, mp["os"]]
+        return mp, JX, JP
 
     def _to_theta(self, d, dpdth):
         """``(R, np)`` derivatives w.r.t. model parameters -> ``(R, d)`` w.r.t. theta."""
