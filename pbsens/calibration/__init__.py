@@ -19,4 +19,7 @@ __all__ = [
            "StartResult",
            "draw_starts",
            "fit",
+           "profile",
+           "ProfileResult",
+           "ParameterProfile",
 ]

@@ -169,8 +169,3 @@ class Objective:
     def _n_res(self):
         base = np.asarray(self.problem._rows["measurement"]).size
         return base + (0 if self._sigma_rows is None else self._sigma_rows.size)
-
-    def chi2_value(self, theta):
-        """``1/2 |res|^2`` for least-squares optimisers' bookkeeping."""
-        res, _ = self.residuals(theta)
-        return 0.5 * float(res @ res)
