@@ -125,20 +125,27 @@ def _write_record(folder, rec):
     os.replace(tmp, path)
 
 
-def _read_records(folder):
+def _read_records(folder, skip=()):
+    """``{index: StartResult}`` of the records in ``folder/starts`` (those with an index in ``skip`` not read)."""
     recs = {}
     sdir = os.path.join(folder, "starts")
     if not os.path.isdir(sdir):
         return recs
     for name in sorted(os.listdir(sdir)):
-        if name.startswith("start_") and name.endswith(".json"):
-            path = os.path.join(sdir, name)
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    rec = StartResult.from_json(fh.read(), where=path)
-            except (OSError, FitError):
-                continue        # a damaged record: that start runs again
-            recs[rec.index] = rec
+        if not (name.startswith("start_") and name.endswith(".json")):
+            continue
+        try:
+            if int(name[6:-5]) in skip:
+                continue
+        except ValueError:
+            pass
+        path = os.path.join(sdir, name)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                rec = StartResult.from_json(fh.read(), where=path)
+        except (OSError, FitError):
+            continue        # a damaged record: that start runs again
+        recs[rec.index] = rec
     return recs
 
 
@@ -164,11 +171,10 @@ class _Progress:
     def poll(self):
         if self.bar is None or not self.folder:
             return
-        new = _read_records(self.folder)
-        fresh = len(set(new) - set(self.seen))
-        if fresh:
+        new = _read_records(self.folder, skip=self.seen)      # only the records written since the last poll
+        if new:
             self.seen.update(new)
-            self.bar.update(fresh)
+            self.bar.update(len(new))
             self._postfix()
 
     def close(self):
