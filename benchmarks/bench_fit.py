@@ -55,7 +55,7 @@ SHARED = ROOT.parent / "shared" / "petab"
 COLLECTION_COMMIT = "4d2085084b289f6215a95475b1ee639fd7d42283"
 PROBLEMS = ["Boehm_JProteomeRes2014", "Fujita_SciSignal2010", "Brannmark_JBC2010",
             "Crauste_CellSystems2017", "Bruno_JExpBot2016", "Elowitz_Nature2000"]
-VARIANTS = ["exp2", "exp2+fs", "fs"]
+VARIANTS = ["exp2>fs", "exp2+fs", "fs"]
 TOL = 0.5
 
 
@@ -76,32 +76,53 @@ def summarise(llh, cpu, best, n_failed):
 
 
 def split_variant(variant):
-    """``"METHOD"`` (fides) or ``"OPTIMIZER:METHOD"`` -> (optimizer, method)."""
-    opt, _, method = variant.rpartition(":")
-    return opt or "fides", method
+    """``"[OPTIMIZER:]METHOD[>REFINE]"`` -> (optimizer (default fides), method, refine or None):
+    ``exp2>fs`` is pbsens.fit's default (exp2 in every start, the best five refined with fs)."""
+    opt, _, rest = variant.rpartition(":")
+    method, _, refine = rest.partition(">")
+    return opt or "fides", method, refine or None
+
+
+def variant_folder(variant):
+    return "pbsens-" + variant.replace(":", "-").replace(">", "-refine-")
 
 
 def warm_up(problem, starts, variant, workers):
     """Two short fits per worker, untimed: the workers import fides and load the kernels (a first call
     would otherwise count a worker's start-up in its first start's CPU time)."""
     import pbsens
-    opt, method = split_variant(variant)
+    opt, method, refine = split_variant(variant)
     pbsens.fit(problem, starts=np.repeat(starts[:1], 2 * workers, axis=0), optimizer=opt, method=method,
-               n_workers=workers, progress=False, options={"maxiter": 2} if opt != "least_squares" else {"max_nfev": 2})
+               refine=refine, n_workers=workers, progress=False,
+               options={"maxiter": 2} if opt != "least_squares" else {"max_nfev": 2})
 
 
 def run_pbsens(problem, starts, variant, workers, work):
     import pbsens
-    out = work / f"pbsens-{variant.replace(':', '-')}"
+    out = work / variant_folder(variant)
     warm_up(problem, starts, variant, workers)
     t0 = time.perf_counter()
-    opt, method = split_variant(variant)
-    res = pbsens.fit(problem, starts=starts, optimizer=opt, method=method, n_workers=workers, out=out,
+    opt, method, refine = split_variant(variant)
+    res = pbsens.fit(problem, starts=starts, optimizer=opt, method=method, refine=refine, n_workers=workers, out=out,
                      resume=out.exists(), progress=sys.stderr.isatty(), seed=0)
     by_index = sorted(res.starts, key=lambda s: s.index)
-    return {"llh": [s.llh for s in by_index], "cpu": [s.cpu for s in by_index],
-            "n_iter": [s.n_iter for s in by_index], "n_grad": [s.n_grad for s in by_index],
-            "status": [s.status for s in by_index], "failed": res.n_failed, "wall_s": time.perf_counter() - t0}
+    row = {"llh": [s.llh for s in by_index], "cpu": [s.cpu for s in by_index], "x": [s.x for s in by_index],
+           "n_iter": [s.n_iter for s in by_index], "n_grad": [s.n_grad for s in by_index],
+           "refined": [s.refined for s in by_index],
+           "status": [s.status for s in by_index], "failed": res.n_failed, "wall_s": time.perf_counter() - t0}
+    return row, (before_refinement(by_index, res.n_failed) if refine else None)
+
+
+def before_refinement(records, n_failed):
+    """The same run as it stood before the refinement: every start's own phases (llh, end point, CPU)."""
+    llh, cpu, x, n_iter = [], [], [], []
+    for s in records:
+        ref = [p for p in s.phases if p.get("refine")]
+        llh.append(ref[0]["llh_before"] if ref else s.llh)
+        cpu.append(s.cpu - sum(p["start_cpu"] for p in ref[:1]))
+        n_iter.append(s.n_iter - sum(p["n_iter"] for p in ref))
+        x.append(None if ref else s.x)
+    return {"llh": llh, "cpu": cpu, "x": x, "n_iter": n_iter, "failed": n_failed}
 
 
 def run_amici_fit(yaml, starts_path, work, amici_py):
@@ -131,14 +152,16 @@ def bench_problem(name, args, amici_py):
     rows = {}
     for v in args.variants:
         print(f"  {name}: pbsens {v} ...", flush=True)
-        rows[f"pbsens {v}"] = run_pbsens(problem, starts, v, args.workers, work)
+        rows[f"pbsens {v}"], before = run_pbsens(problem, starts, v, args.workers, work)
+        if before is not None:
+            rows[f"pbsens {v.partition('>')[0]} (the same run before refinement)"] = before
     if amici_py is not None:
         print(f"  {name}: pyPESTO + AMICI ...", flush=True)
         a = run_amici_fit(yaml, starts_path, work, amici_py)
         if a is not None:
             st = sorted(a["starts"], key=lambda s: s["index"])
             rows["pyPESTO+AMICI"] = {"llh": [s["llh"] if s["status"] == "ok" else -math.inf for s in st],
-                                     "cpu": [s.get("cpu_time") or 0.0 for s in st],
+                                     "cpu": [s.get("cpu_time") or 0.0 for s in st], "x": [s.get("x") for s in st],
                                      "n_iter": [s.get("n_iter") for s in st], "n_grad": [s.get("n_grad") for s in st],
                                      "failed": int(a.get("n_failed", 0)), "versions": a.get("versions"),
                                      "solver": a.get("solver"), "optimizer": a.get("optimizer")}
@@ -148,6 +171,7 @@ def bench_problem(name, args, amici_py):
     for k, s in summary.items():
         s["ratio_to_amici"] = (s["converged_per_cpu_min"] / ref) if ref and s["converged_per_cpu_min"] else None
         s["best_minus_overall"] = None if s["best_llh"] is None else s["best_llh"] - best
+    tight_best_llh(problem, yaml, rows, summary, work, amici_py)
     doc = {"problem": name, "yaml": str(yaml.relative_to(yaml.parents[2])) if len(yaml.parents) > 2 else str(yaml),
            "n_starts": args.starts, "seed": args.seed, "tol": TOL, "best_llh": best, "summary": summary,
            "per_start": rows, "workers": args.workers, "load": os.getloadavg(),
@@ -161,6 +185,30 @@ def bench_problem(name, args, amici_py):
     return doc
 
 
+#: the tolerances of the re-evaluation of each tool's best end point (both tools' llh at their fitting
+#: tolerances differ by up to 0.06 on Fujita's optimum: AMICI's rtol = atol = 1e-8 is the larger error)
+TIGHT = {"rtol": 1e-12, "atol": 1e-14}
+
+
+def tight_best_llh(problem, yaml, rows, summary, work, amici_py):
+    """Each row's best end point re-evaluated at tight tolerances by pbsens (Rodas5P) and, when
+    configured, by AMICI (CVODES rtol 1e-12, atol 1e-16): ``best_llh_tight`` and ``best_llh_tight_amici``."""
+    for k, r in rows.items():
+        ok = [i for i, v in enumerate(r["llh"]) if math.isfinite(v) and r.get("x") and r["x"][i] is not None]
+        if not ok:
+            continue
+        i = max(ok, key=lambda i: r["llh"][i])
+        x = np.asarray(r["x"][i], float)
+        summary[k]["best_llh_tight"] = float(problem.llh(x, **TIGHT))
+        if amici_py is not None:
+            path = work / ("best_" + "".join(c if c.isalnum() else "_" for c in k) + ".npy")
+            np.save(path, x[None, :])
+            a = run_pypesto(["evaluate", str(yaml), "--x", str(path), "--sensi-order", "0", "--rtol", "1e-12",
+                             "--atol", "1e-16"], amici_py)
+            if a is not None and a["points"][0]["status"] == "ok":
+                summary[k]["best_llh_tight_amici"] = float(a["points"][0]["llh"])
+
+
 def partial(name, args):
     """Summarise the starts both tools have finished so far (a run stopped part way: the same starts,
     the first ``k`` rows of starts.npy that every variant and AMICI completed), from the records in
@@ -168,7 +216,7 @@ def partial(name, args):
     work = Path(args.work) / name
     rows = {}
     for v in args.variants:
-        folder = work / f"pbsens-{v.replace(':', '-')}" / "starts"
+        folder = work / variant_folder(v) / "starts"
         recs = {}
         for f in sorted(folder.glob("start_*.json")) if folder.is_dir() else []:
             d = json.loads(f.read_text())
@@ -211,14 +259,19 @@ def partial(name, args):
     return doc
 
 
+def _tight(s):
+    a, b = s.get("best_llh_tight"), s.get("best_llh_tight_amici")
+    return ("" if a is None else f"{a:.4f}") + ("" if b is None else f" / {b:.4f}")
+
+
 def print_table(doc):
     print(f"\n{doc['problem']}: best llh {doc['best_llh']:.6f} ({doc['n_starts']} starts)")
-    print(f"  {'tool':22s} {'best llh':>12s} {'conv':>5s} {'fail':>5s} {'CPU s':>9s} {'conv/CPU min':>13s} "
-          f"{'x AMICI':>8s}")
+    print(f"  {'tool':50s} {'best llh':>12s} {'tight (pbsens / AMICI)':>24s} {'conv':>5s} {'fail':>5s} {'CPU s':>9s} "
+          f"{'conv/CPU min':>13s} {'x AMICI':>8s}")
     for k, s in doc["summary"].items():
         r = s["ratio_to_amici"]
-        print(f"  {k:22s} {s['best_llh']:12.5f} {s['converged']:5d} {s['failed']:5d} {s['cpu_s']:9.1f} "
-              f"{s['converged_per_cpu_min'] or 0:13.2f} {'' if r is None else f'{r:8.2f}'}")
+        print(f"  {k:50s} {s['best_llh']:12.5f} {_tight(s):>24s} {s['converged']:5d} {s['failed']:5d} "
+              f"{s['cpu_s']:9.1f} {s['converged_per_cpu_min'] or 0:13.2f} {'' if r is None else f'{r:8.2f}'}")
 
 
 def markdown_rows(doc):
@@ -229,17 +282,17 @@ def markdown_rows(doc):
         per = doc["per_start"][k]
         iters = sum(x for x in per["n_iter"] if x)
         ms_iter = 1e3 * s["cpu_s"] / iters if iters else float("nan")
-        rows.append(f"| {doc['problem']} | {k} | {s['n']} | {s['best_llh']:.4f} | {s['converged']} | {s['failed']} | "
-                    f"{s['cpu_s']:.1f} | {ms_iter:.2f} | {s['converged_per_cpu_min'] or 0:.2f} | "
+        rows.append(f"| {doc['problem']} | {k} | {s['n']} | {s['best_llh']:.4f} | {_tight(s)} | {s['converged']} | "
+                    f"{s['failed']} | {s['cpu_s']:.1f} | {ms_iter:.2f} | {s['converged_per_cpu_min'] or 0:.2f} | "
                     f"{'' if r is None else f'{r:.2f}'} |")
     return rows
 
 
 def report(problems):
     """The markdown table of the stored results (``benchmarks/results/fit_<problem>.json``)."""
-    print("| problem | tool | starts | best llh | converged | failed | CPU s | CPU ms / iteration | "
-          "converged / CPU min | x pyPESTO+AMICI |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| problem | tool | starts | best llh | best end point's llh, tight (pbsens / AMICI) | converged | failed | "
+          "CPU s | CPU ms / iteration | converged / CPU min | x pyPESTO+AMICI |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in problems:
         path = ROOT / "benchmarks" / "results" / f"fit_{name}.json"
         if path.is_file():

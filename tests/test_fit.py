@@ -46,11 +46,83 @@ def test_linear_gaussian_mle_from_every_start(linear, optimizer):
 
 def test_exp2_fs_policy_ends_with_fs(linear):
     problem, theta_hat, _ = linear
-    res = pbsens.fit(problem, 2, seed=1, n_workers=1, progress=False)      # the default policy
-    assert res.info["method"] == "exp2+fs"
+    res = pbsens.fit(problem, 2, method="exp2+fs", seed=1, n_workers=1, progress=False)
+    assert res.info["method"] == "exp2+fs" and res.info["refine"] is None     # fs already ends every start
     for s in res.starts:
-        assert [p["method"] for p in s.phases] == ["exp2", "fs"]
+        assert [p["method"] for p in s.phases] == ["exp2", "fs"] and not s.refined
         np.testing.assert_allclose(s.x, theta_hat, atol=1e-6)
+
+
+def test_default_refines_the_best_starts_with_fs(linear):
+    """The default: every start with exp2, then the best five again from their end points with fs,
+    their records holding both phases and the summed counts."""
+    problem, theta_hat, _ = linear
+    res = pbsens.fit(problem, 8, seed=1, n_workers=1, progress=False)
+    assert (res.info["method"], res.info["refine"]) == ("exp2", "fs")
+    refined = [s for s in res.starts if s.refined]
+    assert len(refined) == 5
+    plain = pbsens.fit(problem, 8, seed=1, n_workers=1, progress=False, refine=None)
+    before = {s.index: s for s in plain.starts}
+    assert {s.index for s in refined} == {s.index for s in sorted(plain.starts, key=lambda s: (s.fval, s.index))[:5]}
+    for s in refined:
+        assert [(p["method"], p["refine"]) for p in s.phases] == [("exp2", False), ("fs", True)]
+        assert s.n_iter == before[s.index].n_iter + s.phases[-1]["n_iter"]
+        assert s.fval <= before[s.index].fval
+        np.testing.assert_allclose(s.x, theta_hat, atol=1e-6)
+    assert all(not s.refined and [p["method"] for p in s.phases] == ["exp2"] for s in res.starts if s not in refined)
+
+
+def test_refine_candidates_use_the_objective_before_refinement():
+    from pbsens.calibration.multistart import refine_candidates
+    from pbsens.calibration.result import StartResult
+
+    def rec(k, fval, refined_to=None):
+        phases = [{"method": "exp2", "fval": fval, "refine": False}]
+        if refined_to is not None:
+            phases.append({"method": "fs", "fval": refined_to, "refine": True})
+        end = fval if refined_to is None else refined_to
+        return StartResult(index=k, x0=[0.0], x=[0.0], llh=-end, fval=end, n_iter=1, n_eval=1, n_grad=1,
+                           n_failed=0, cpu=0.0, wall=0.0, status=1, message="", phases=phases,
+                           refined=refined_to is not None)
+
+    recs = [rec(0, 10.0), rec(1, 10.4), rec(2, 10.9), rec(3, 12.0), rec(4, math.inf), rec(5, 10.2)]
+    assert refine_candidates(recs, 5, 1.0) == [0, 5, 1, 2]
+    assert refine_candidates(recs, 2, 1.0) == [0, 5]
+    assert refine_candidates(recs, 5, 0.0) == [0]
+    assert refine_candidates(recs, 0, 1.0) == []
+    # start 2 refined to 3.0 in a first run: the choice on resume is the same as before it
+    recs[2] = rec(2, 10.9, refined_to=3.0)
+    assert refine_candidates(recs, 5, 1.0) == [0, 5, 1, 2]
+
+
+def test_refinement_interrupted_resumes_to_the_uninterrupted_result(linear, tmp_path, monkeypatch):
+    from pbsens.calibration import multistart
+    problem = linear[0]
+    reference = pbsens.fit(problem, 7, seed=5, n_workers=1, progress=False)
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "fit"
+    monkeypatch.setattr(multistart, "_refine", stop)
+    with pytest.raises(KeyboardInterrupt):
+        pbsens.fit(problem, 7, seed=5, n_workers=1, progress=False, out=out)
+    monkeypatch.undo()
+    on_disk = [json.loads((out / "starts" / f).read_text()) for f in os.listdir(out / "starts")]
+    assert len(on_disk) == 7 and not any(r["refined"] for r in on_disk)
+    resumed = pbsens.fit(problem, 7, seed=5, n_workers=1, progress=False, out=out, resume=True)
+    assert resumed.info["resumed"] == 7
+    ref = {s.index: s for s in reference.starts}
+    assert {s.index for s in resumed.starts if s.refined} == {s.index for s in reference.starts if s.refined}
+    for s in resumed.starts:
+        assert s.refined == ref[s.index].refined
+        np.testing.assert_allclose(s.x, ref[s.index].x, rtol=0, atol=1e-12)
+    disk = {json.loads((out / "starts" / f).read_text())["index"]: json.loads((out / "starts" / f).read_text())
+            for f in os.listdir(out / "starts")}
+    assert sum(r["refined"] for r in disk.values()) == 5           # the refined records replaced the files
+    # a resumed fit that was refined already refines nothing again
+    again = pbsens.fit(problem, 7, seed=5, n_workers=1, progress=False, out=out, resume=True)
+    assert [s.n_iter for s in again.starts] == [s.n_iter for s in resumed.starts]
 
 
 def test_starts_reproducible_by_seed_within_bounds(linear):
@@ -117,6 +189,15 @@ def test_result_table_save_load(linear, tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(FitError, match="not a pbsens fit"):
         FitResult.load(tmp_path / "bad.json")
+
+
+def test_bad_refine_arguments(linear):
+    problem = linear[0]
+    for kw, word in [({"refine": "exp2+fs"}, "'refine'"), ({"refine": "nope"}, "'refine'"),
+                     ({"refine_starts": -1}, "'refine_starts'"), ({"refine_starts": 2.5}, "'refine_starts'"),
+                     ({"refine_within": float("nan")}, "'refine_within'"), ({"refine_within": -1}, "'refine_within'")]:
+        with pytest.raises(FitError, match=word):
+            pbsens.fit(problem, 2, seed=0, n_workers=1, progress=False, **kw)
 
 
 def test_bad_arguments(linear, tmp_path):
@@ -254,7 +335,7 @@ def test_cli_fit_writes_its_files(linear, tmp_path, capsys):
     for f in ("fit.json", "fit.csv", "waterfall.png", "data_fit.png", "best_parameters.tsv", "run.json"):
         assert (out / f).is_file(), f
     text = capsys.readouterr().out
-    assert "best llh" in text and "3 of 3 starts within 0.5" in text
+    assert "best llh" in text and "3 of 3 starts within 0.5" in text and "3 refined by fs" in text
     import pandas as pd
     table = pd.read_csv(out / "best_parameters.tsv", sep="\t", index_col=0)
     np.testing.assert_allclose(table.loc[["a", "b"], "nominalValue"], theta_hat, atol=1e-6)
@@ -263,6 +344,12 @@ def test_cli_fit_writes_its_files(linear, tmp_path, capsys):
     assert "--resume" in capsys.readouterr().err
     assert main(["fit", yaml, "--starts", "3", "--workers", "1", "--seed", "1", "--method", "exp2",
                  "--out", str(out), "--resume", "-q"]) == 0
+    assert main(["fit", yaml, "--starts", "3", "--workers", "1", "--seed", "1", "--method", "exp2",
+                 "--refine", "none", "--out", str(out), "--resume", "-q"]) == 1       # other settings: refused
+    assert "refine" in capsys.readouterr().err
+    assert main(["fit", yaml, "--starts", "3", "--workers", "1", "--seed", "1", "--refine", "none", "-q",
+                 "--out", str(tmp_path / "plain")]) == 0
+    assert not any(s.refined for s in FitResult.load(tmp_path / "plain").starts)
     # profiles from that fit
     pout = tmp_path / "prof"
     assert main(["profile", yaml, "--fit", str(out), "--out", str(pout), "--method", "exp2"]) == 0

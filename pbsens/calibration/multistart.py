@@ -15,16 +15,17 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import asdict
 
 import numpy as np
 
+from ..system.progress import progress_enabled
 from .objective import FitError, Objective
 from .optimizers import DEFAULT_OPTIMIZER, _check_optimizer, run_optimizer
 from .result import FitResult, StartResult
 from .starts import bounds_of, draw_starts
-from ..system.progress import progress_enabled
 
-__all__ = ["DEFAULT_FIT_METHOD", "METHOD_POLICIES", "fit"]
+__all__ = ["DEFAULT_FIT_METHOD", "DEFAULT_REFINE", "METHOD_POLICIES", "fit"]
 
 #: method policies beyond a single sensitivity method, as phases ``(method, looser solver options,
 #: optimiser budget)``: ``"exp2+fs"`` optimises with exp2's post-hoc gradients until the optimiser
@@ -34,8 +35,18 @@ __all__ = ["DEFAULT_FIT_METHOD", "METHOD_POLICIES", "fit"]
 #: 1000 fs iterations to the second: docs/PERFORMANCE.md, "Time to a converged fit".)
 METHOD_POLICIES = {"exp2+fs": (("exp2", {}, None), ("fs", {}, 50))}
 
-#: the default (docs/PERFORMANCE.md, "Time to a converged fit")
-DEFAULT_FIT_METHOD = "exp2+fs"
+#: the default (docs/PERFORMANCE.md, "Time to a converged fit"): every start with exp2's post-hoc
+#: gradients, then the best few refined with forward sensitivities (``DEFAULT_REFINE``)
+DEFAULT_FIT_METHOD = "exp2"
+
+#: the sensitivity method that refines the best starts once every start has ended (``fit(refine=)``)
+DEFAULT_REFINE = "fs"
+
+#: which starts are refined: the ``refine_starts`` with the lowest objective (as it was before any
+#: refinement), of those within ``refine_within`` of the lowest. No window by default: on Fujita the
+#: best exp2 start stopped at llh -108.0 and its fs refinement reached +17.6 (docs/PERFORMANCE.md)
+DEFAULT_REFINE_STARTS = 5
+DEFAULT_REFINE_WITHIN = math.inf
 
 _FAULT = {}       # a test hook: {"at": k} makes the worker running start k exit without a word
 
@@ -76,7 +87,7 @@ def _run_start(problem, opts, k, x0):
             out = {"x": x, "fval": math.inf, "n_iter": 0, "status": -99,
                    "message": f"{opts['optimizer']} raised {type(exc).__name__}: {exc}"}
         phases.append({"method": m, "fval": out["fval"], "n_iter": out["n_iter"], "status": out["status"],
-                       "n_grad": obj.n_grad, "cpu": obj.cpu})
+                       "n_grad": obj.n_grad, "cpu": obj.cpu, "refine": bool(opts.get("refine_phase"))})
         if not math.isfinite(out["fval"]):
             break
         x = out["x"]
@@ -102,15 +113,50 @@ def _start_item(context, item):
         problem = worker_problem(problem)
     from ..system.threads import blas_single_thread
     k = item["index"]
-    if opts.get("fault", {}).get("at") == k:
+    if opts.get("fault", {}).get("at") == k and not item.get("refine"):
         os._exit(17)   # a test hook: this worker dies mid-run
     with blas_single_thread():
-        rec = _run_start(problem, opts, k, item["x0"])
+        if item.get("refine"):
+            rec = _refine_start(problem, opts, StartResult(**item["record"]))
+        else:
+            rec = _run_start(problem, opts, k, item["x0"])
     if opts.get("dir"):
         _write_record(opts["dir"], rec)
     if opts.get("poll") is not None:
         opts["poll"]()
     return rec
+
+
+def _refine_start(problem, opts, rec):
+    """``rec`` refined: the optimiser again from its end point with ``opts["refine"]``'s sensitivities.
+    The record keeps the better end point (the refinement's unless it failed or ended worse) and
+    adds the refinement's phase, iterations, evaluations and time."""
+    r = _run_start(problem, dict(opts, method=opts["refine"], refine_phase=True), rec.index, rec.x)
+    for ph in r.phases:
+        ph.update(start_cpu=r.cpu, start_wall=r.wall, llh_before=rec.llh)   # what the refinement cost and found
+    better = math.isfinite(r.fval) and r.fval <= rec.fval
+    return StartResult(index=rec.index, x0=rec.x0, x=r.x if better else rec.x, llh=r.llh if better else rec.llh,
+                       fval=r.fval if better else rec.fval, n_iter=rec.n_iter + r.n_iter,
+                       n_eval=rec.n_eval + r.n_eval, n_grad=rec.n_grad + r.n_grad, n_failed=rec.n_failed + r.n_failed,
+                       cpu=rec.cpu + r.cpu, wall=rec.wall + r.wall, status=r.status if better else rec.status,
+                       message=(r.message if better else f"{rec.message} (refinement: {r.message})"),
+                       optimizer=rec.optimizer, method=rec.method, phases=list(rec.phases) + list(r.phases),
+                       refined=True)
+
+
+def _fval_before_refinement(rec):
+    """The objective at the end of a start's own phases (what chose it for refinement)."""
+    own = [p for p in rec.phases if not p.get("refine")]
+    return own[-1]["fval"] if rec.refined and own else rec.fval
+
+
+def refine_candidates(records, n, within):
+    """Indices of the starts to refine: at most ``n`` with the lowest objective before any refinement,
+    within ``within`` of the lowest (deterministic, so a resumed fit refines the same starts)."""
+    f = sorted((_fval_before_refinement(r), r.index) for r in records if math.isfinite(_fval_before_refinement(r)))
+    if not f or n <= 0:
+        return []
+    return [k for v, k in f[:n] if v <= f[0][0] + within]
 
 
 def _record_path(folder, k):
@@ -125,8 +171,9 @@ def _write_record(folder, rec):
     os.replace(tmp, path)
 
 
-def _read_records(folder, skip=()):
-    """``{index: StartResult}`` of the records in ``folder/starts`` (those with an index in ``skip`` not read)."""
+def _read_records(folder, only=None):
+    """``{index: StartResult}`` of the records in ``folder/starts`` (only those with an index in ``only``
+    when given)."""
     recs = {}
     sdir = os.path.join(folder, "starts")
     if not os.path.isdir(sdir):
@@ -135,7 +182,7 @@ def _read_records(folder, skip=()):
         if not (name.startswith("start_") and name.endswith(".json")):
             continue
         try:
-            if int(name[6:-5]) in skip:
+            if only is not None and int(name[6:-5]) not in only:
                 continue
         except ValueError:
             pass
@@ -151,16 +198,18 @@ def _read_records(folder, skip=()):
 
 # ------------------------------------------------------------------ progress
 class _Progress:
-    """A tqdm bar over the starts with the best llh so far (stderr a terminal only); reads the
-    records the workers write."""
+    """A tqdm bar over the starts (or the refinements: ``desc="refine"``) with the best llh so far
+    (stderr a terminal only); reads the records the workers write."""
 
-    def __init__(self, total, done, folder, enabled):
+    def __init__(self, total, done, folder, enabled, desc="starts", indices=()):
         self.folder = folder
         self.seen = dict(done)
+        self.pending = set(indices)
+        self.refining = desc == "refine"
         self.bar = None
         if enabled:
             from tqdm.auto import tqdm
-            self.bar = tqdm(total=total, initial=len(done), desc="starts", unit="start", leave=True)
+            self.bar = tqdm(total=total, initial=len(done), desc=desc, unit="start", leave=True)
             self._postfix()
 
     def _postfix(self):
@@ -169,11 +218,13 @@ class _Progress:
             self.bar.set_postfix_str(f"best llh {max(llh):.6g}")
 
     def poll(self):
-        if self.bar is None or not self.folder:
+        if self.bar is None or not self.folder or not self.pending:
             return
-        new = _read_records(self.folder, skip=self.seen)      # only the records written since the last poll
+        new = _read_records(self.folder, only=self.pending)      # only the records not yet counted
+        new = {k: r for k, r in new.items() if r.refined or not self.refining}
         if new:
             self.seen.update(new)
+            self.pending.difference_update(new)
             self.bar.update(len(new))
             self._postfix()
 
@@ -183,15 +234,21 @@ class _Progress:
             self.bar.close()
 
 
-
-
 # ------------------------------------------------------------------ the run file
 def _run_doc(problem, starts, opts, seed, sampling):
     return {"format": "pbsens-fit-run-1", "model_id": problem.model_id, "parameter_ids": list(problem.parameter_ids),
             "n_starts": int(starts.shape[0]), "seed": seed, "sampling": sampling,
             "starts_sha1": hashlib.sha1(np.ascontiguousarray(starts).tobytes()).hexdigest(),
             "optimizer": opts["optimizer"], "method": opts["method"], "options": opts["options"],
-            "solver_options": {k: repr(v) for k, v in sorted(opts["solver_options"].items())}}
+            "solver_options": {k: repr(v) for k, v in sorted(opts["solver_options"].items())},
+            **({} if opts["refine"] is None else _refine_doc(opts))}
+
+
+def _refine_doc(opts):
+    """The refinement settings as plain JSON (no window: ``refine_within`` None)."""
+    w = opts["refine_within"]
+    return {"refine": opts["refine"], "refine_starts": opts["refine_starts"],
+            "refine_within": None if math.isinf(w) else w}
 
 
 def _prepare_dir(out, doc, resume):
@@ -206,7 +263,8 @@ def _prepare_dir(out, doc, resume):
                 old = json.load(fh)
         except (OSError, ValueError) as exc:
             raise FitError(f"'out': cannot read {run_path} ({exc})") from None
-        diff = [k for k in doc if json.dumps(old.get(k), sort_keys=True) != json.dumps(doc[k], sort_keys=True)]
+        diff = [k for k in {**old, **doc}
+                if json.dumps(old.get(k), sort_keys=True) != json.dumps(doc.get(k), sort_keys=True)]
         if diff:
             raise FitError(f"'resume': the fit in {out} was run with other settings ({', '.join(diff)} differ); "
                            "resume with the same arguments, or choose another folder")
@@ -224,7 +282,8 @@ def _prepare_dir(out, doc, resume):
 # ------------------------------------------------------------------ the front door
 def fit(problem, n_starts=20, *, optimizer=DEFAULT_OPTIMIZER, method=DEFAULT_FIT_METHOD, seed=None, starts=None,
         sampling="uniform", n_workers=None, client=None, out=None, resume=False, progress=True, options=None,
-        solver_options=None):
+        solver_options=None, refine=DEFAULT_REFINE, refine_starts=DEFAULT_REFINE_STARTS,
+        refine_within=DEFAULT_REFINE_WITHIN):
     """Multi-start local optimisation of ``problem``'s log-likelihood (plus log prior).
 
     Parameters
@@ -239,10 +298,20 @@ def fit(problem, n_starts=20, *, optimizer=DEFAULT_OPTIMIZER, method=DEFAULT_FIT
         reflective on the weighted residuals and their Jacobian from ``S``; normal noise and
         flat priors only) or ``"L-BFGS-B"`` (scipy; value and gradient).
     method : str
-        Sensitivity method of :meth:`Problem.evaluate` (``"exp2"``, ``"fs"``, ...) or a policy:
-        ``"exp2+fs"`` (default) optimises with exp2 until the optimiser stops, then continues
-        from there with forward sensitivities for at most 50 more iterations, whose gradient is
-        exact to the solver tolerance where the optimum needs it.
+        Sensitivity method of the gradient in every start: a method of :meth:`Problem.evaluate`
+        (``"exp2"``, default, ``"fs"``, ...) or a policy: ``"exp2+fs"`` optimises with exp2 until
+        the optimiser stops, then continues from there with forward sensitivities for at most 50
+        more iterations.
+    refine : str or None
+        Once every start has ended, the best ones (``refine_starts``, ``refine_within``) run the
+        optimiser again from their end points with this method's gradients (default ``"fs"``:
+        exact to the solver tolerance, where the optimum needs it; post-hoc gradients are
+        cheapest far from it). ``None``, or the method of the starts' last phase, refines nothing.
+        Refined starts have ``refined=True`` and the refinement as their last phase.
+    refine_starts : int
+        How many starts are refined (default 5): those with the lowest objective before refinement...
+    refine_within : float
+        ... of those within this of the lowest (log-likelihood units; default ``inf``, no window).
     seed : int, optional
         Seed of the start points; default fresh entropy, recorded in ``result.info["seed"]``.
     starts : array_like (n, d), optional
@@ -274,6 +343,7 @@ def fit(problem, n_starts=20, *, optimizer=DEFAULT_OPTIMIZER, method=DEFAULT_FIT
     """
     _check_optimizer(optimizer)
     _check_method(method)
+    refine = _checked_refine(method, refine, refine_starts, refine_within)
     if optimizer == "least_squares":
         Objective(problem).check_least_squares_form()
     if resume and out is None:
@@ -285,22 +355,29 @@ def fit(problem, n_starts=20, *, optimizer=DEFAULT_OPTIMIZER, method=DEFAULT_FIT
     else:
         starts = _checked_starts(problem, starts)
     opts = dict(optimizer=optimizer, method=method, options=dict(options or {}),
-                solver_options=dict(solver_options or {}), fault=dict(_FAULT))
+                solver_options=dict(solver_options or {}), fault=dict(_FAULT), refine=refine,
+                refine_starts=int(refine_starts), refine_within=float(refine_within))
     doc = _run_doc(problem, starts, opts, seed, sampling)
     done = _prepare_dir(os.fspath(out), doc, resume) if out is not None else {}
     todo = [dict(index=k, x0=starts[k]) for k in range(starts.shape[0]) if k not in done]
+    n_resumed = len(done)
     folder = os.fspath(out) if out is not None else tempfile.mkdtemp(prefix="pbsens-fit-")
     if out is None:
         os.makedirs(os.path.join(folder, "starts"), exist_ok=True)
     t0 = time.perf_counter()
     try:
         records = _run_starts(problem, opts, todo, folder, done, starts.shape[0], client, n_workers, progress)
+        if refine is not None:
+            records = _refine(problem, opts, {**done, **{r.index: r for r in records}}, folder, client, n_workers,
+                              progress)
+            done = {}
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
     info = {k: doc[k] for k in ("model_id", "n_starts", "seed", "sampling", "optimizer", "method", "options")}
+    info.update(_refine_doc(opts))
     info["wall"] = time.perf_counter() - t0
-    info["resumed"] = len(done)
+    info["resumed"] = n_resumed
     result = FitResult(list(done.values()) + records, problem.parameter_ids, info)
     if out is not None:
         result.save(os.path.join(folder, "fit.json"), overwrite=True)
@@ -313,6 +390,39 @@ def _check_method(method):
         return
     raise FitError(f"'method' must be 'fs', a post-hoc method ({', '.join(METHODS)}) or a policy "
                    f"({', '.join(METHOD_POLICIES)}), got {method!r}")
+
+
+def _checked_refine(method, refine, n, within):
+    """``refine`` checked; ``None`` where it would repeat the starts' own last method."""
+    if refine is None:
+        return None
+    try:
+        _check_method(refine)
+    except FitError as exc:
+        raise FitError(str(exc).replace("'method'", "'refine'", 1)) from None
+    if refine in METHOD_POLICIES:
+        raise FitError(f"'refine' must be a sensitivity method (e.g. 'fs'), not the policy {refine!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise FitError(f"'refine_starts' must be an integer >= 0, got {n!r}")
+    if isinstance(within, bool) or not isinstance(within, (int, float)) or not within >= 0:
+        raise FitError(f"'refine_within' must be a number >= 0 (inf: no window), got {within!r}")
+    last = METHOD_POLICIES.get(method, ((method, {}, None),))[-1][0]
+    return None if refine == last or n == 0 else refine
+
+
+def _refine(problem, opts, records, folder, client, n_workers, progress):
+    """Every start's record, the best refined (:func:`refine_candidates`; those refined before a
+    resume are not refined again); each refined record replaces its start's file when it ends."""
+    todo = [{"index": k, "refine": True, "record": asdict(records[k])}
+            for k in refine_candidates(records.values(), opts["refine_starts"], opts["refine_within"])
+            if not records[k].refined]
+    if todo:
+        new = _run_starts(problem, opts, todo, folder, {}, len(todo), client, n_workers, progress, desc="refine")
+        for item, r in zip(todo, new):
+            if r.status == -98:             # its worker died: the start keeps its record, unrefined
+                continue
+            records[r.index] = r
+    return list(records.values())
 
 
 def _checked_starts(problem, starts):
@@ -329,7 +439,7 @@ def _checked_starts(problem, starts):
     return s
 
 
-def _run_starts(problem, opts, todo, folder, done, total, client, n_workers, progress):
+def _run_starts(problem, opts, todo, folder, done, total, client, n_workers, progress, desc="starts"):
     """Run ``todo`` where asked; the new records (a start whose worker died is recorded as failed)."""
     from ..parallel import TaskFailure, map_tasks
     if not todo:
@@ -342,7 +452,7 @@ def _run_starts(problem, opts, todo, folder, done, total, client, n_workers, pro
     else:
         from ..batches import problem_recipe
         target = problem_recipe(problem)
-    bar = _Progress(total, done, folder, progress_enabled(progress))
+    bar = _Progress(total, done, folder, progress_enabled(progress), desc=desc, indices={t["index"] for t in todo})
     opts = dict(opts, dir=folder, poll=bar.poll if in_process else None)
     try:
         raw = map_tasks(_start_item, (target, opts), todo, client=client, n_workers=n_workers, chunk_size=1,

@@ -26,7 +26,9 @@ class StartResult:
     optimiser iterations; ``n_eval``/``n_grad``: objective evaluations without/with
     sensitivities; ``n_failed``: of those, the failed simulations; ``cpu``: CPU seconds of the
     start (objective and optimiser, in its worker); ``wall``: its seconds; ``status``: the
-    optimiser's exit code (positive: converged by its criteria); ``message``.
+    optimiser's exit code (positive: converged by its criteria); ``message``; ``phases``: the
+    optimiser runs in order (method, objective, iterations, ...); ``refined``: the start was one of
+    the best and ran again with ``fit(refine=)``'s method (its last phase), counted in the totals.
     """
 
     index: int
@@ -45,6 +47,7 @@ class StartResult:
     optimizer: str = ""
     method: str = ""
     phases: list = field(default_factory=list)
+    refined: bool = False
 
     def to_json(self):
         return json.dumps(asdict(self))
@@ -126,7 +129,7 @@ class FitResult:
         for rank, s in enumerate(self.starts):
             row = {"rank": rank, "start": s.index, "llh": s.llh, "fval": s.fval, "n_iter": s.n_iter,
                    "n_eval": s.n_eval, "n_grad": s.n_grad, "n_failed": s.n_failed, "cpu": s.cpu, "wall": s.wall,
-                   "status": s.status, "message": s.message}
+                   "status": s.status, "message": s.message, "refined": s.refined}
             row.update({pid: v for pid, v in zip(self.parameter_ids, s.x)})
             rows.append(row)
         return pd.DataFrame(rows)

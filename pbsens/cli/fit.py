@@ -30,7 +30,7 @@ def add_parser(subparsers):
     from ..calibration import METHOD_POLICIES, OPTIMIZERS
     from ..sensitivity.posthoc import METHODS
     fit = _fit()
-    d = {k: api_default(fit, k) for k in ("n_starts", "optimizer", "method", "sampling")}
+    d = {k: api_default(fit, k) for k in ("n_starts", "optimizer", "method", "sampling", "refine", "refine_starts")}
     sp = subparsers.add_parser(
         "fit", help="multi-start fit of a PEtab problem (fides, least squares or L-BFGS-B)",
         description="Draw start points within the PEtab bounds, run a local optimiser from each (in local "
@@ -44,8 +44,13 @@ def add_parser(subparsers):
                     help=f"local optimiser (default {d['optimizer']})")
     choices = tuple(METHOD_POLICIES) + ("fs",) + METHODS
     sp.add_argument("--method", default=d["method"], choices=choices, metavar="METHOD",
-                    help=f"sensitivities of the gradient: {', '.join(choices)} (default {d['method']}: exp2 "
-                         "until the optimiser stops, then at most 50 iterations with fs)")
+                    help=f"sensitivities of the gradient in every start: {', '.join(choices)} (default "
+                         f"{d['method']}; exp2+fs: exp2 until the optimiser stops, then at most 50 iterations with fs)")
+    sp.add_argument("--refine", default=d["refine"], choices=("fs",) + METHODS + ("none",), metavar="METHOD",
+                    help=f"once every start has ended, run the best --refine-starts again from their end points "
+                         f"with this method's gradients (default {d['refine']}; 'none': no refinement)")
+    sp.add_argument("--refine-starts", type=int, default=d["refine_starts"], metavar="N",
+                    help=f"how many of the best starts are refined (default {d['refine_starts']})")
     sp.add_argument("--sampling", default=d["sampling"], choices=("uniform", "lhs"),
                     help=f"start points: uniform in the bounds or a Latin hypercube (default {d['sampling']})")
     sp.add_argument("--seed", type=int, default=None, help="seed of the start points (default: fresh, recorded)")
@@ -85,6 +90,7 @@ def run(args):
         raise PbsensError(f"'--out': {args.out!r} is a file, not a folder")
     problem = load(args.problem)
     res = _fit()(problem, args.starts, optimizer=args.optimizer, method=args.method, seed=args.seed,
+                 refine=None if args.refine == "none" else args.refine, refine_starts=args.refine_starts,
                  sampling=args.sampling, n_workers=args.workers, client=args.scheduler, out=args.out,
                  resume=args.resume, progress=show_progress(args), solver_options=solver_options(args))
     res.to_dataframe().to_csv(os.path.join(args.out, "fit.csv"), index=False)
@@ -98,8 +104,10 @@ def run(args):
             r = problem.evaluate(best.x, sensitivities=False, **solver_options(args))
             plot_data(problem, r, path=os.path.join(args.out, "data_fit.png"))
     say(args, f"problem    {args.problem} ({problem.dim} estimated parameters)")
+    refined = (f"{sum(s.refined for s in res.starts)} refined by {res.info['refine']}" if res.info.get("refine")
+               else "no refinement")
     say(args, f"starts     {len(res)} ({res.info.get('resumed', 0)} read back), {res.n_failed} failed; "
-              f"optimizer {args.optimizer}, method {args.method}, seed {res.info['seed']}")
+              f"optimizer {args.optimizer}, method {args.method}, {refined}, seed {res.info['seed']}")
     if best is None:
         say(args, "no start ended with a finite objective")
         return 1
@@ -108,6 +116,7 @@ def run(args):
     say(args, f"{'rank':>4} {'start':>5} {'llh':>16} {'iter':>5} {'grad':>5} {'cpu':>9}  message")
     for k, s in enumerate(res.starts[:10]):
         llh = f"{s.llh:16.10g}" if math.isfinite(s.llh) else f"{'failed':>16}"
-        say(args, f"{k:4d} {s.index:5d} {llh} {s.n_iter:5d} {s.n_grad:5d} {fmt_time(s.cpu):>9}  {s.message}")
+        say(args, f"{k:4d} {s.index:5d} {llh} {s.n_iter:5d} {s.n_grad:5d} {fmt_time(s.cpu):>9}  "
+                  f"{'(refined) ' if s.refined else ''}{s.message}")
     say(args, f"wrote      {', '.join(f for f in FIT_FILES if os.path.exists(os.path.join(args.out, f)))} in {args.out}")
     return 0
