@@ -121,7 +121,7 @@ def before_refinement(records, n_failed):
         llh.append(ref[0]["llh_before"] if ref else s.llh)
         cpu.append(s.cpu - sum(p["start_cpu"] for p in ref[:1]))
         n_iter.append(s.n_iter - sum(p["n_iter"] for p in ref))
-        x.append(None if ref else s.x)
+        x.append(ref[0].get("x_before") if ref else s.x)
     return {"llh": llh, "cpu": cpu, "x": x, "n_iter": n_iter, "failed": n_failed}
 
 
@@ -194,10 +194,12 @@ def tight_best_llh(problem, yaml, rows, summary, work, amici_py):
     """Each row's best end point re-evaluated at tight tolerances by pbsens (Rodas5P) and, when
     configured, by AMICI (CVODES rtol 1e-12, atol 1e-16): ``best_llh_tight`` and ``best_llh_tight_amici``."""
     for k, r in rows.items():
-        ok = [i for i, v in enumerate(r["llh"]) if math.isfinite(v) and r.get("x") and r["x"][i] is not None]
-        if not ok:
+        ok = [i for i, v in enumerate(r["llh"]) if math.isfinite(v)]
+        if not ok or not r.get("x"):
             continue
         i = max(ok, key=lambda i: r["llh"][i])
+        if r["x"][i] is None:           # not recorded (a refined start of a run before x_before was kept)
+            continue
         x = np.asarray(r["x"][i], float)
         summary[k]["best_llh_tight"] = float(problem.llh(x, **TIGHT))
         if amici_py is not None:

@@ -1,6 +1,6 @@
 """Calibration of PEtab problems: multi-start fits (:func:`fit`), likelihood profiles
 (:func:`profile`) and their results."""
-from .multistart import DEFAULT_FIT_METHOD, METHOD_POLICIES, fit
+from .multistart import DEFAULT_FIT_METHOD, DEFAULT_REFINE, METHOD_POLICIES, fit
 from .profiles import ParameterProfile, ProfileResult, profile
 from .objective import FitError, Objective
 from .optimizers import DEFAULT_OPTIMIZER, OPTIMIZERS
@@ -10,6 +10,7 @@ from .starts import draw_starts
 __all__ = [
            "CONVERGED_LLH_TOL",
            "DEFAULT_FIT_METHOD",
+           "DEFAULT_REFINE",
            "DEFAULT_OPTIMIZER",
            "METHOD_POLICIES",
            "OPTIMIZERS",

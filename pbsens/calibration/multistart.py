@@ -133,7 +133,7 @@ def _refine_start(problem, opts, rec):
     adds the refinement's phase, iterations, evaluations and time."""
     r = _run_start(problem, dict(opts, method=opts["refine"], refine_phase=True), rec.index, rec.x)
     for ph in r.phases:
-        ph.update(start_cpu=r.cpu, start_wall=r.wall, llh_before=rec.llh)   # what the refinement cost and found
+        ph.update(start_cpu=r.cpu, start_wall=r.wall, llh_before=rec.llh, x_before=rec.x)   # cost, where from
     better = math.isfinite(r.fval) and r.fval <= rec.fval
     return StartResult(index=rec.index, x0=rec.x0, x=r.x if better else rec.x, llh=r.llh if better else rec.llh,
                        fval=r.fval if better else rec.fval, n_iter=rec.n_iter + r.n_iter,
