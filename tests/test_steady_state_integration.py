@@ -64,9 +64,18 @@ def test_columns_leave_out_parameters_that_switch_reactions_off(switched_off):
     assert np.allclose(S, [[-1 / a**2, 0.0], [0.0, 0.0]], rtol=1e-8)
     x, S2 = steady_state(switched_off, columns=np.array([True, False]))
     assert np.array_equal(S, S2)
-    # with c's column the limit does not exist (S_c grows like t): a SolverError naming c, not a number
-    with pytest.raises(pbsens.SolverError, match=r"parameter 'c'.*did not settle"):
-        steady_state(switched_off, max_time=1e6)
+    # with c's column the limit does not exist (S_zc grows like t): S is that of the approach at the
+    # horizon end T where the states settled, said in the note; analytic: x(T) = (1 - e^{-aT}) / a and
+    # S_zc(T) = -int_0^T x dt = -(T/a - (1 - e^{-aT})/a^2), S_xa(T) = T e^{-aT}/a - (1 - e^{-aT})/a^2
+    x, S, info = steady_state(switched_off, max_time=1e6, return_info=True)
+    assert info["sensitivities"] == "finite-time"
+    assert "parameter 'c'" in info["note"] and "finite-time simulation" in info["note"]
+    T = info["sensitivity_time"]
+    assert T >= info["time"]
+    e = np.exp(-a * T)
+    np.testing.assert_allclose(S[1, 1], -(T / a - (1 - e) / a**2), rtol=1e-6)
+    np.testing.assert_allclose(S[0, 0], T * e / a - (1 - e) / a**2, rtol=1e-6)
+    assert S[0, 1] == 0.0 and S[1, 0] == 0.0
 
 
 def test_bad_columns_and_mode_are_named(switched_off):

@@ -58,10 +58,16 @@
    in 1.), the weighted norm of ``dS/dt = A S + B`` and that of the change of
    ``S`` over the horizon are below 1 (weights ``atol + rtol max(|S_ij|,
    max_i |S_ij|)``, i.e. relative to each column's size). Where ``l^T B != 0`` at
-   the steady state, ``l^T S`` grows like ``t l^T B``: the limit does not exist and
-   the integration ends, after ``max_time`` or ``max_nfev``, in a
+   the steady state, ``l^T S`` grows like ``t l^T B``: the limit does not exist.
+   When ``S`` does not settle (within ``max_time``/``max_nfev``, or its integration
+   fails on a later horizon), ``S`` is that of the approach at the first horizon end
+   where the states had settled: the derivative of the preequilibration as the
+   finite-time simulation the states come from (``sensitivities="finite-time"``, with
+   a note saying so; a multi-start fit that starts in such a region then still gets a
+   direction out of it). Only when not even that point was reached, a
    :class:`SolverError` naming the parameters. ``return_info``'s ``sensitivities``
-   says which way was taken (``"newton"`` or ``"integration"``), ``note`` why.
+   says which way was taken (``"newton"``, ``"integration"`` or ``"finite-time"``),
+   ``note`` why.
    ``sensitivity_mode="newton"`` raises :class:`SolverError` instead of integrating.
 """
 from __future__ import annotations
@@ -327,10 +333,15 @@ def steady_state(model, p=None, x0=None, S0=None, *, sensitivities=True, t=0.0, 
                 raise SolverError(f"steady state of model {model.name!r}: {why}; the steady-state sensitivities "
                                   "are not defined by A S = -B there (sensitivity_mode='auto' integrates them)")
             why = why or "sensitivity_mode='integrate'"
-            S, t_s, nfev_s = _integrate_sensitivity(model, t, x_start, p, S0, cols, rtol, atol, max_time,
-                                                    int(max_nfev), why)
+            S, t_s, nfev_s, unsettled = _integrate_sensitivity(model, t, x_start, p, S0, cols, rtol, atol, max_time,
+                                                               int(max_nfev), why, t_ss)
             info.update(sensitivities="integration", sensitivity_time=t_s, sensitivity_nfev=nfev_s,
                         note=f"steady-state sensitivities integrated to t = {t_s:.6g} ({why})")
+            if unsettled:
+                info.update(sensitivities="finite-time", note=(
+                    f"steady-state sensitivities not defined ({why}; {unsettled}): S is that of the approach at "
+                    f"t = {t_s:.6g}, where the states had settled, i.e. the derivative of the preequilibration "
+                    "as a finite-time simulation"))
         else:
             S = steady_state_sensitivity(model, t_ss, x, p, S0, cols)
             info["sensitivities"] = "newton"
@@ -372,6 +383,11 @@ def _law_defect(model, t, x, p, L, cols, b_scale):
     return la, float(LB.max()) / b_scale, worst
 
 
+#: how :func:`_newton_form_defect`'s reason begins where ``S`` cannot settle (``l^T B != 0`` at the steady state)
+_GROWS = ("the Jacobian df/dx is singular but its null directions are not conservation laws: L^T df/dp != 0 at "
+          "the steady state ")
+
+
 def _newton_form_defect(model, t0, t_ss, x0, x_ss, p, cols):
     """None when every null direction of ``A`` at the steady state is a conservation law (on the wanted
     columns) at the steady state, the start, their midpoint and a random positive state; else why not.
@@ -385,9 +401,8 @@ def _newton_form_defect(model, t0, t_ss, x0, x_ss, p, cols):
                   float(np.nan_to_num(np.abs(model.jac_p(t0, x0, p)[:, cols])).max()), 1e-300)
     _, lb, worst = _law_defect(model, t_ss, x_ss, p, L, cols, b_scale)
     if lb > 1e-7:
-        return (f"the Jacobian df/dx is singular but its null directions are not conservation laws: L^T df/dp "
-                f"!= 0 at the steady state (largest for parameter {model.param_names[worst]!r}), so S grows "
-                "without bound along them")
+        return _GROWS + (f"(largest for parameter {model.param_names[worst]!r}), so S grows without bound along "
+                         "them")
     u = np.random.default_rng(0).uniform(-1.0, 1.0, x_ss.size)
     for where, tt, xx in (("the start", t0, x0), ("halfway from the start", t_ss, 0.5 * (x0 + x_ss)),
                           ("a random positive state", t_ss, (1.0 + np.abs(x_ss)) * np.exp(u))):
@@ -399,38 +414,50 @@ def _newton_form_defect(model, t0, t_ss, x0, x_ss, p, cols):
     return None
 
 
-def _integrate_sensitivity(model, t, x0, p, S0, cols, rtol, atol, max_time, max_nfev, why):
-    """``S`` by integrating states and sensitivities from ``(x0, S0)`` until both settle (module docstring, 4.)."""
+def _integrate_sensitivity(model, t, x0, p, S0, cols, rtol, atol, max_time, max_nfev, why, t_states=None):
+    """``(S, t reached, evaluations, unsettled)``: ``S`` by integrating states and sensitivities from
+    ``(x0, S0)`` until both settle (module docstring, 4.); ``unsettled`` None. Where ``S`` does not
+    settle (or its integration fails later), ``S`` at the first horizon end at or after ``t_states``
+    (the time the states settled, on the same horizons) and ``unsettled`` saying why: the derivative
+    of the approach as a finite-time simulation. Without such a point, :class:`SolverError`."""
     from ..sensitivity.forward import forward_sensitivities
     nx = model.n_states
     S_full = np.zeros((nx, model.n_params))
     if cols.size == 0:
-        return S_full, t, 0
+        return S_full, t, 0, None
     x, S = np.array(x0, dtype=np.float64), np.ascontiguousarray(S0[:, cols], dtype=np.float64)
     horizon, elapsed, used, errs = 1.0, 0.0, 0, (np.inf, np.inf, np.inf)
+    at_states = None                      # (t, S) where the states had settled
     what = f"steady state of model {model.name!r}: {why}; integrating the sensitivities (rodas5p, " \
            f"rtol {rtol / 10:g}, atol {atol / 10:g})"
+
+    def give_up(message):
+        if at_states is None:
+            raise SolverError(message)
+        S_full[:, cols] = at_states[1]
+        return S_full, at_states[0], used, message.replace(what, "").strip(" :")
+
     while True:
         if elapsed >= max_time or used >= max_nfev:
             limit = f"time {max_time:.3g}" if elapsed >= max_time else f"max_nfev = {max_nfev} evaluations"
-            raise SolverError(f"{what} did not settle within {limit} (weighted norms at t = {t + elapsed:.6g}: "
-                              f"f {errs[0]:.3g}, dS/dt {errs[1]:.3g}, change of S over the last horizon "
-                              f"{errs[2]:.3g}; each needs < 1): the steady-state sensitivities are not defined; "
-                              "raise 'max_time'/'max_nfev' if they only converge slowly")
+            return give_up(f"{what} did not settle within {limit} (weighted norms at t = {t + elapsed:.6g}: "
+                           f"f {errs[0]:.3g}, dS/dt {errs[1]:.3g}, change of S over the last horizon "
+                           f"{errs[2]:.3g}; each needs < 1): the steady-state sensitivities are not defined; "
+                           "raise 'max_time'/'max_nfev' if they only converge slowly")
         a, b = t + elapsed, t + elapsed + horizon
         try:
             r = forward_sensitivities(model, (a, b), t_eval=[b], p=p, x0=x, S0=S, method="rodas5p",
                                       rtol=rtol / 10.0, atol=atol / 10.0, params=cols,
                                       max_steps=max(1, (max_nfev - used) // _RODAS5P_NFEV_PER_STEP))
         except SolverError as exc:
-            raise SolverError(f"{what} failed on the horizon [{a:.6g}, {b:.6g}]: {exc}") from None
+            return give_up(f"{what} failed on the horizon [{a:.6g}, {b:.6g}]: {exc}")
         stats = r.options.get("stats") or {}
         used += int(stats.get("nfev", stats.get("n_steps", 1) * _RODAS5P_NFEV_PER_STEP))
         elapsed += horizon
         horizon *= 10.0
         xn, Sn = np.array(r.x[-1]), np.array(r.S[-1])
         if not (np.all(np.isfinite(xn)) and np.all(np.isfinite(Sn))):
-            raise SolverError(f"{what}: NaN/inf by t = {b:.6g}")
+            return give_up(f"{what}: NaN/inf by t = {b:.6g}")
         dS = model.jac_x(b, xn, p) @ Sn + model.jac_p(b, xn, p)[:, cols]
         w = atol + rtol * np.maximum(np.abs(Sn), np.abs(Sn).max(axis=0, keepdims=True))
         errs = (_wrms(model.rhs(b, xn, p), xn, rtol, atol), float(np.sqrt(np.mean((dS / w) ** 2))),
@@ -438,7 +465,11 @@ def _integrate_sensitivity(model, t, x0, p, S0, cols, rtol, atol, max_time, max_
         x, S = xn, Sn
         if max(errs) < 1.0:
             S_full[:, cols] = S
-            return S_full, b, used
+            return S_full, b, used, None
+        if at_states is None and t_states is not None and b >= t_states * (1 - 1e-12) and errs[0] < 1.0:
+            at_states = (b, S.copy())
+            if why.startswith(_GROWS):     # S cannot settle: no use integrating on
+                return give_up(f"{what}: l^T S grows like t l^T df/dp")
 
 
 def steady_state_sensitivity(model, t, x, p, S0, columns=None):
