@@ -54,7 +54,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import sbml_suite_case as sc  # noqa: E402
+import sbml_suite_case as sc
 
 COMMIT = "7ab011efe471877987b5d6dcba8cc19a6ff71254"
 STATUSES = ("pass", "wrong", "refused", "error", "timeout", "n/a")
@@ -246,14 +246,14 @@ def table_lines(records, command, baseline=None):
     dates = sorted(r.get("date", "") for r in records.values() if r.get("date"))
     commits = sorted({r.get("pbsens", "") for r in records.values() if r.get("pbsens")})
     lines = [SECTION_START, "## SBML Test Suite (semantic cases)", "",
-             f"{len(records)} cases of `cases/semantic` of github.com/sbmlteam/sbml-test-suite at commit `{COMMIT}`, "
+             (f"{len(records)} cases of `cases/semantic` of github.com/sbmlteam/sbml-test-suite at commit `{COMMIT}`, "
              f"run by `benchmarks/sbml_suite.py` (its docstring defines each status); records dated "
              f"{dates[0] if dates else '?'} to {dates[-1] if dates else '?'} (UTC), pbsens commit(s) "
              f"{', '.join(f'`{c}`' for c in commits) or '?'}, one JSON line per case in "
-             f"`benchmarks/results/sbml_suite.jsonl`. Command:", "", f"    {command}", ""]
+             f"`benchmarks/results/sbml_suite.jsonl`. Command:"), "", f"    {command}", ""]
     if baseline:
-        lines += ["A number in parentheses is the count before this work (the baseline records in "
-                  "`benchmarks/results/sbml_suite_baseline.jsonl`, same runner); no parentheses: unchanged.", ""]
+        lines += [("A number in parentheses is the count before this work (the baseline records in "
+                  "`benchmarks/results/sbml_suite_baseline.jsonl`, same runner); no parentheses: unchanged."), ""]
     lines += ["| status | cases |", "|---|---|"]
     for s in STATUSES:
         lines.append(f"| {s} | {_cell(total.get(s, 0), b_total.get(s, 0) if b_total is not None else None)} |")
@@ -266,8 +266,8 @@ def table_lines(records, command, baseline=None):
         cells = [_cell(c.get(s, 0), b.get(s, 0) if b is not None else None) for s in STATUSES]
         lines.append(f"| {tag} | {sum(c.values())} | " + " | ".join(cells) + " |")
     lines += ["", "### What pbsens refuses", "",
-              "Constructs named by `UnsupportedModelError`: in how many refused cases each is the only "
-              "one named, and in how many it is named at all.", "",
+              ("Constructs named by `UnsupportedModelError`: in how many refused cases each is the only "
+              "one named, and in how many it is named at all."), "",
               "| construct | only construct | named in |", "|---|---|---|"]
     for k in sorted(any_, key=lambda k: (-alone.get(k, 0), -any_[k], k)):
         lines.append(f"| {k} | {_cell(alone.get(k, 0), b_alone.get(k, 0) if b_alone is not None else None)} | "
@@ -328,7 +328,8 @@ def main(argv=None):
         done = load_records(args.results)
         rerun = set(STATUSES) if "all" in args.rerun else set(args.rerun)
         cases = [c for c in case_ids(folder, args.cases) if c not in done or done[c]["status"] in rerun]
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], check=False,
+                              capture_output=True,
                               text=True).stdout.strip()
         Path(args.results).parent.mkdir(parents=True, exist_ok=True)
         counts = Counter()

@@ -77,6 +77,7 @@ def suite_spec(path, header, amounts, read_sbml):
     column ``header[1:]``: the species amount for ids in ``amounts``, else the symbol's
     value (a species' concentration). Raises ``KeyError`` naming a variable the model lacks."""
     import libsbml
+
     from pbsens.model.spec import Definition
 
     spec = read_sbml(path)
@@ -140,4 +141,4 @@ def run_case(folder, case, backend="tape", level=None, rtol=1e-10, atol=1e-12):
     got = np.array([model.outputs(ti, xi, sim.p) for ti, xi in zip(t, sim.x)])
     bad = mismatches(got, want[:, 1:], float(st["absolute"]), float(st["relative"]))
     return {"bad": [(float(t[i]), header[j + 1], float(got[i, j]), float(want[i, j + 1])) for i, j in bad[:5]],
-            "n_bad": int(len(bad)), "n": int(got.size), "level": os.path.basename(path)[len(case) + 6:-4]}
+            "n_bad": len(bad), "n": int(got.size), "level": os.path.basename(path)[len(case) + 6:-4]}
