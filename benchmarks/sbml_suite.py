@@ -245,12 +245,14 @@ def table_lines(records, command, baseline=None):
     b_alone, b_any = _refusals(baseline) if baseline else (None, None)
     dates = sorted(r.get("date", "") for r in records.values() if r.get("date"))
     commits = sorted({r.get("pbsens", "") for r in records.values() if r.get("pbsens")})
+    commands = sorted({r["command"] for r in records.values() if r.get("command")}) or [command]
     lines = [SECTION_START, "## SBML Test Suite (semantic cases)", "",
              (f"{len(records)} cases of `cases/semantic` of github.com/sbmlteam/sbml-test-suite at commit `{COMMIT}`, "
              f"run by `benchmarks/sbml_suite.py` (its docstring defines each status); records dated "
              f"{dates[0] if dates else '?'} to {dates[-1] if dates else '?'} (UTC), pbsens commit(s) "
              f"{', '.join(f'`{c}`' for c in commits) or '?'}, one JSON line per case in "
-             f"`benchmarks/results/sbml_suite.jsonl`. Command:"), "", f"    {command}", ""]
+             f"`benchmarks/results/sbml_suite.jsonl`. Command{'s' if len(commands) > 1 else ''} of the run:"), ""]
+    lines += [f"    {c}" for c in commands] + [""]
     if baseline:
         lines += [("A number in parentheses is the count before this work (the baseline records in "
                   "`benchmarks/results/sbml_suite_baseline.jsonl`, same runner); no parentheses: unchanged."), ""]
@@ -338,6 +340,7 @@ def main(argv=None):
             def on_record(rec):
                 rec["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
                 rec["pbsens"] = head
+                rec["command"] = command
                 fh.write(json.dumps(rec) + "\n")
                 fh.flush()
                 counts[rec["status"]] += 1

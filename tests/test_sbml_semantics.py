@@ -191,3 +191,19 @@ def test_numbers_as_conditions(tmp_path, backend):
     assert m.rhs(0.0, np.zeros(1), np.array([1.0]))[0] == 3.0
     assert m.rhs(0.0, np.zeros(1), np.array([0.0]))[0] == 3.0
     assert m.rhs(0.0, np.zeros(1), np.array([2.0]))[0] == 2.0
+
+
+# ------------------------------------------ 5. constructs added for issue #39 (items 2 and 3)
+@pytest.mark.parametrize("case, level", [
+    ("00009", "l3v2"),    # no ODE state: both species are boundary conditions
+    ("00051", "l3v2"),    # a reaction in a compartment whose volume a rate rule changes
+    ("01117", "l3v2"),    # a constant species keeps its amount in a growing compartment
+    ("01462", "l3v2"),    # a species and its compartment under rate rules, rateOf
+    ("01251", "l3v2"),    # rateOf(S1) of a reaction's species in an initial assignment
+    ("01460", "l3v2"),    # rateOf of a local parameter (0) beside a rate-ruled global of that id
+    ("01103", "l3v2"),    # a species reference's stoichiometry changed by a rate rule
+    ("00068", "l2v5"),    # stoichiometryMath (SBML Level 2)
+    ("01236", "l3v2"),    # a rate rule without math (no effect)
+])
+def test_issue39_constructs_suite(tmp_path, case, level):
+    _check_case(case, tmp_path, "tape", level)

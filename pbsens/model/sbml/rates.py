@@ -61,7 +61,7 @@ def _rate(ctx, ident, initial):
         c_rate = rate_of(ctx, comp)
         name, size = ctx.names[ident], ctx.names[comp]
         return f"({total})/{size}" + ("" if c_rate == "0" else f" - {name}*({c_rate})/{size}")
-    total = _initial_total(ctx, ident)
+    total = _initial_total(ctx, ident) if ident in ctx.changed else "0"
     cf = conversion_factor(ctx, sp)
     if cf and total != "0":
         total = f"({ctx.initial(cf)})*({total})"
