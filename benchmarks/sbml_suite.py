@@ -44,6 +44,7 @@ import datetime
 import json
 import multiprocessing as mp
 import os
+import re
 import subprocess
 import sys
 import time
@@ -280,7 +281,8 @@ def table_lines(records, command, baseline=None):
         for r in sorted(others, key=lambda r: r["case"]):
             detail = r.get("detail") or (f"{r.get('n_bad')} of {r.get('n')} entries off; first "
                                          f"(t, variable, got, expected): {r.get('bad', [])[:1]}")
-            lines.append(f"| {r['case']} | {r['status']} | {detail.replace('|', '/')[:300]} |")
+            detail = re.sub(r"[^\s']*/cases/semantic/\d+/", "", detail.replace("\n", " ").replace("|", "/"))
+            lines.append(f"| {r['case']} | {r['status']} | {detail[:300]} |")
     lines += ["", SECTION_END]
     return lines
 
