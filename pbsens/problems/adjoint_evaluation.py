@@ -59,21 +59,24 @@ def _split(opts):
     """``(solver, rtol, atol, march options, steady-state options, solver options)`` of the evaluation's
     options; a march option the adjoint does not transpose raises :class:`PbsensError` naming it."""
     from ..simulation.segments import FORWARD_OPTIONS, SENSITIVITY_OPTIONS
-    from .problem import steady_state_options_of
     rest = dict(opts)
     bad = sorted(k for k in rest if (k in SENSITIVITY_OPTIONS and k not in _MARCH_OPTIONS) or k in FORWARD_OPTIONS)
     if bad:
         raise PbsensError(f"method={ADJOINT_METHOD!r}: options {bad} are not supported (march options accepted: "
                           f"{', '.join(_MARCH_OPTIONS)}; the adjoint transposes exp2 with the midpoint correction "
                           "or on sub-steps, nothing frozen)")
-    ss = steady_state_options_of(rest)
+    # the steady states' options as the forward evaluation's (problem.steady_state_options_of): its
+    # tolerances and solver, then the caller's steady_state_options
+    ss = {k: rest[k] for k in ("rtol", "atol") if k in rest}
+    if isinstance(rest.get("solver"), str):
+        ss["solver"] = rest["solver"]
     ss.update(rest.pop("steady_state_options", None) or {})
     march = {k: rest.pop(k) for k in _MARCH_OPTIONS if k in rest}
     solver, rtol, atol = rest.pop("solver"), rest.pop("rtol"), rest.pop("atol")
     return solver, rtol, atol, march, ss, rest
 
 
-def _preequilibrate(problem, plan, p_lin, ss_opts, cache, notes):
+def _preequilibrate(problem, plan, p_lin, ss_opts, cache, notes, sens):
     """The preequilibration's steady state (states only), shared by the conditions with the same start:
     a dict with ``x_ss`` and what its adjoint needs; ``S_ss`` where the Newton form is not defined (the
     forward code integrates it then, and so does this one)."""
@@ -90,9 +93,9 @@ def _preequilibrate(problem, plan, p_lin, ss_opts, cache, notes):
     ss.pop("return_info", None)
     mode = ss.get("sensitivity_mode", "auto")
     x_ss, _, info = steady_state(model, pp, xp0, None, sensitivities=False, return_info=True, **ss)
-    why = None if mode == "integrate" else _newton_form_defect(model, 0.0, info["time"], xp0, x_ss, pp, cols)
+    why = None if mode == "integrate" or not sens else _newton_form_defect(model, 0.0, info["time"], xp0, x_ss, pp, cols)
     S_ss = None
-    if mode == "integrate" or why is not None:
+    if sens and (mode == "integrate" or why is not None):
         # as the forward code decides: S_ss integrated (or SolverError for sensitivity_mode="newton")
         _, S_ss, info_s = steady_state(model, pp, xp0, Sp0, sensitivities=True, return_info=True, columns=cols,
                                        **ss)
@@ -104,12 +107,12 @@ def _preequilibrate(problem, plan, p_lin, ss_opts, cache, notes):
     return entry
 
 
-def _start(problem, plan, p, p_lin, ss_opts, cache, notes):
+def _start(problem, plan, p, p_lin, ss_opts, cache, notes, sens):
     """``(x0, S0 or None, preequilibration entry or None)`` of one condition."""
     if plan.pre is None:
         x0, S0 = problem._initial(p, plan.reinit)
         return x0, S0, None
-    pre = _preequilibrate(problem, plan, p_lin, ss_opts, cache, notes)
+    pre = _preequilibrate(problem, plan, p_lin, ss_opts, cache, notes, sens)
     x0 = np.array(pre["x_ss"], dtype=np.float64)
     for i, j in plan.reinit:
         x0[i] = p[j]
@@ -135,7 +138,7 @@ def evaluate_adjoint(problem, th, sensitivities, opts, outputs):
         p = plan.sim.values(p_lin)
         te = np.concatenate([plan.times, [np.inf]]) if plan.has_inf else plan.times
         try:
-            x0, S0, pre = _start(problem, plan, p, p_lin, ss_opts, cache, notes)
+            x0, S0, pre = _start(problem, plan, p, p_lin, ss_opts, cache, notes, sensitivities)
             tape = forward_states(model, te, p, x0, solver=solver, rtol=rtol, atol=atol,
                                   columns=np.flatnonzero(plan.sim.est >= 0), steady_state_options=ss_opts,
                                   solver_options=solver_opts, **march)

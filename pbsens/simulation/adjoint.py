@@ -48,7 +48,7 @@ class StateTape:
     forward order, ``("segment", trajectory, times, rows, idx)`` (output rows ``rows`` at
     ``times[idx]``), ``("still", rows)`` (outputs where no time passes), ``("breakpoint", x,
     shift, t_before, t_after)``, ``("event", k, tau, x_before, dtau, t_after)``, ``("steady",
-    t_ss, x_ss, rows)``.
+    t_ss, x_ss, rows, columns, why)`` (``why``: None, or why the Newton form is not defined).
     """
 
     x: np.ndarray
@@ -134,13 +134,10 @@ def forward_states(model, te, p, x, *, t0=0.0, solver="rodas5p", rtol=1e-8, atol
         cols = _columns(model, ss.pop("columns", None))
         ss.pop("return_info", None)
         x_ss, _, info = steady_state(model, p, x, None, sensitivities=False, t=t_last, return_info=True, **ss)
-        why = _newton_form_defect(model, t_last, info["time"], x, x_ss, p, cols)
-        if why is not None or ss.get("sensitivity_mode") == "integrate":
-            raise PbsensError(f"the adjoint gradient of a steady-state (t = inf) output needs the Newton form "
-                              f"A S = -B, not defined here ({why or 'sensitivity_mode=integrate'}); use a "
-                              "forward method")
+        why = "sensitivity_mode='integrate'" if ss.get("sensitivity_mode") == "integrate" else \
+            _newton_form_defect(model, t_last, info["time"], x, x_ss, p, cols)
         X_out[inf_rows] = x_ss
-        items.append(("steady", info["time"], np.asarray(x_ss), inf_rows, cols))
+        items.append(("steady", info["time"], np.asarray(x_ss), inf_rows, cols, why))
     return tape
 
 
@@ -187,7 +184,10 @@ def backward(model, tape: StateTape, dJdx, method="exp2"):
                 grad += np.asarray(dtau) * float(lam @ jump)
             lam = Gx.T @ lam
         else:                       # "steady": the t = inf rows, from the state at the last finite time
-            _, t_ss, x_ss, rows, cols = item
+            _, t_ss, x_ss, rows, cols, why = item
+            if why is not None:
+                raise PbsensError(f"the adjoint gradient of a steady-state (t = inf) output needs the Newton form "
+                                  f"A S = -B, not defined here ({why}); use a forward method")
             lam_ss = dJdx[rows].sum(axis=0)
             lam_before, g = steady_state_adjoint(model, t_ss, x_ss, p, lam_ss, cols)
             grad += g
