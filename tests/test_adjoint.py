@@ -274,7 +274,8 @@ def test_problem_adjoint_limits(boehm):
 
 
 # ------------------------------------------------------------------ PEtab problems with stops and preequilibration
-@pytest.mark.parametrize("name", ["Fujita_SciSignal2010", "Brannmark_JBC2010", "Isensee_JCB2018"])
+@pytest.mark.parametrize("name", ["Fujita_SciSignal2010", "Brannmark_JBC2010",
+                                  pytest.param("Isensee_JCB2018", marks=pytest.mark.slow)])
 def test_problem_adjoint_on_collection_problems(name):
     """Fujita (a step input), Brannmark (preequilibration: the transposed steady-state solve) and
     Isensee (preequilibration, time events / breakpoints): the adjoint gradient is the default forward
