@@ -277,10 +277,11 @@ def test_problem_adjoint_limits(boehm):
 @pytest.mark.parametrize("name", ["Fujita_SciSignal2010", "Brannmark_JBC2010",
                                   pytest.param("Isensee_JCB2018", marks=pytest.mark.slow)])
 def test_problem_adjoint_on_collection_problems(name):
-    """Fujita (a step input), Brannmark (preequilibration: the transposed steady-state solve) and
-    Isensee (preequilibration, time events / breakpoints): the adjoint gradient is the default forward
-    exp2 gradient to rounding, and so within its error of the tight fs gradient, away from the
-    nominal point too."""
+    """Fujita (6 conditions, an input switched on at t = 0), Brannmark (8 preequilibrated conditions:
+    the transposed steady-state solve) and Isensee (123 conditions, all preequilibrated, 46 theta):
+    the adjoint gradient is the default forward exp2 gradient to rounding, and so within its error of
+    the tight fs gradient, away from the nominal point too. (Jumps inside the time span:
+    tests/test_adjoint_segments.py.)"""
     import os
     pr = pbsens.petab.load(os.path.join(os.path.dirname(__file__), "data", "petab", name, f"{name}.yaml"))
     th = pr.x_nominal + np.random.default_rng(1).uniform(-0.1, 0.1, pr.dim)
