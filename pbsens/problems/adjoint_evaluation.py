@@ -60,7 +60,7 @@ def _check_supported(problem, p_lin, opts):
     disc = model.discontinuities
     for plan, name in zip(problem._plans, problem.conditions):
         p = plan.sim.values(p_lin)
-        if disc.breakpoints(p)[0].size or disc.event_times(p)[0].size:
+        if disc.breakpoints(p)[0].size or disc.event_times(p)[0].size or disc.n_state_events:
             raise PbsensError(f"method={ADJOINT_METHOD!r} does not support models with events or breakpoints "
                               f"yet (model {model.name!r}); use method='exp2'")
         if plan.pre is not None:
