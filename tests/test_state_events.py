@@ -236,3 +236,47 @@ def test_sbml_suite_state_events(tmp_path, case):
     err = np.abs(got - want[:, 1:]) - (atol + rtol * np.abs(want[:, 1:]))
     bad = [(want[i, 0], header[j + 1], got[i, j], want[i, j + 1]) for i, j in np.argwhere(~(err <= 0))]
     assert not bad, f"case {case}: {len(bad)} entries off, first (t, name, got, want): {bad[:5]}"
+
+
+# ------------------------------------------------------------------ PEtab: the gradient across a state event
+def _write_petab(folder):
+    """A' = -k A, event A < c sets A := 1; y = A measured before and after the events; k and c estimated."""
+    libsbml = pytest.importorskip("libsbml")
+    with open(os.path.join(SBML, "event_state.xml")) as fh:
+        text = fh.read()
+    text = text.replace(
+        "<cn> 0.5 </cn></apply>", "<ci> c </ci></apply>").replace(
+        '<parameter id="k" value="0.5" constant="true"/>',
+        '<parameter id="k" value="0.5" constant="true"/><parameter id="c" value="0.5" constant="true"/>')
+    assert libsbml.readSBMLFromString(text).getNumErrors() == 0
+    (folder / "model.xml").write_text(text)
+    (folder / "conditions.tsv").write_text("conditionId\nc0\n")
+    (folder / "observables.tsv").write_text("observableId\tobservableFormula\tnoiseFormula\ny\tA\t0.1\n")
+    (folder / "parameters.tsv").write_text(
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
+        "k\tlog10\t0.01\t10\t0.5\t1\nc\tlin\t0.01\t0.9\t0.5\t1\n")
+    rows = "".join(f"y\tc0\t{m}\t{t}\n" for t, m in ((0.5, 0.8), (1.0, 0.6), (2.0, 0.7), (3.5, 0.5), (5.0, 0.9)))
+    (folder / "measurements.tsv").write_text("observableId\tsimulationConditionId\tmeasurement\ttime\n" + rows)
+    (folder / "problem.yaml").write_text(
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n"
+        "  condition_files: [conditions.tsv]\n  measurement_files: [measurements.tsv]\n"
+        "  observable_files: [observables.tsv]\n")
+    return folder / "problem.yaml"
+
+
+@pytest.mark.parametrize("method", ["exp2", "fs"])
+def test_petab_gradient_across_state_events(tmp_path, method):
+    pytest.importorskip("petab")
+    import pbsens.petab as pbpetab
+    problem = pbpetab.load(_write_petab(tmp_path))
+    theta = np.array([np.log10(0.45), 0.55])
+    opts = {"rtol": 1e-11, "atol": 1e-13}
+    r = problem.evaluate(theta, method=method, **opts)
+    fd = []
+    for j in range(2):
+        d = np.zeros(2)
+        d[j] = 1e-6
+        fd.append((problem.evaluate(theta + d, sensitivities=False, **opts).llh
+                   - problem.evaluate(theta - d, sensitivities=False, **opts).llh) / 2e-6)
+    np.testing.assert_allclose(r.gradient, fd, rtol=1e-5)
+    assert abs(r.gradient[1]) > 1.0      # c moves the event times: the dt*/dp term carries this column

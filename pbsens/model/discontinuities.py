@@ -53,7 +53,7 @@ from ..errors import UnsupportedModelError
 __all__ = ["Discontinuities", "load", "NONE"]
 
 #: Bump when the generated source changes shape.
-DISCONTINUITIES_VERSION = "2"
+DISCONTINUITIES_VERSION = "3"
 
 _SWITCH_WORDS = re.compile(r"\b(piecewise|heaviside)\b")
 
@@ -266,6 +266,8 @@ def generate_source(spec) -> str:
     nx, np_ = len(xs), len(ps)
     xset = set(xs)
 
+    readable = {t: sp.Symbol(spec.time), **{x: sp.Symbol(n) for x, n in zip(xs, spec.state_names)},
+                **{q: sp.Symbol(n) for q, n in zip(ps, spec.param_names)}}
     ev_times, ev_assign, time_events, state_events = [], [], [], []
     comps, comp_texts, comp_strict, ev_comps, ev_bool = [], [], [], [], []
     for k, ev in enumerate(spec.events):
@@ -273,7 +275,7 @@ def generate_source(spec) -> str:
         if ev.trigger is not None:
             cond = as_condition(parse_expression(ev.trigger, env, f"{where}: trigger"))
             mine = []
-            ev_bool.append(_trigger_code(cond, comps, comp_texts, comp_strict, mine, where, ev.name))
+            ev_bool.append(_trigger_code(cond, comps, comp_texts, comp_strict, mine, where, ev.name, readable))
             ev_comps.append(mine)
             state_events.append(k)
         else:
@@ -363,7 +365,7 @@ def generate_source(spec) -> str:
     return "\n".join(out)
 
 
-def _trigger_code(cond, comps, texts, strict, mine, where, name):
+def _trigger_code(cond, comps, texts, strict, mine, where, name, readable):
     """numpy code of the condition ``cond`` on the truth matrix ``T`` of the components; appends the
     comparisons it holds to ``comps`` (``h``), ``texts``, ``strict`` and their indices to ``mine``."""
     import sympy as sp
@@ -380,17 +382,19 @@ def _trigger_code(cond, comps, texts, strict, mine, where, name):
             greater = isinstance(c, (rel.StrictGreaterThan, rel.GreaterThan))
             h = (c.lhs - c.rhs) if greater else (c.rhs - c.lhs)
             if not h.free_symbols - {s for s in h.free_symbols if s.name.startswith("p_")}:
-                raise UnsupportedModelError(f"{where}: its trigger's comparison {c} involves neither the time nor "
-                                            "a state: it never changes during a solve", [("event trigger", name)])
+                raise UnsupportedModelError(f"{where}: its trigger's comparison {c.xreplace(readable)} involves "
+                                            "neither the time nor a state: it never changes during a solve",
+                                            [("event trigger", name)])
             comps.append(h)
-            texts.append(str(c))
+            texts.append(str(c.xreplace(readable)))
             strict.append(isinstance(c, (rel.StrictGreaterThan, rel.StrictLessThan)))
             mine.append(len(comps) - 1)
             return f"T[:, {len(comps) - 1}]"
         kind = type(c).__name__
-        raise UnsupportedModelError(f"{where}: its trigger uses {kind} ({c}); a state-triggered event's trigger "
-                                    "must combine comparisons <, <=, >, >= with and/or/not (an equality or a "
-                                    "constant cannot be located in time)", [("event trigger", name)])
+        raise UnsupportedModelError(f"{where}: its trigger uses {kind} ({c.xreplace(readable)}); a "
+                                    "state-triggered event's trigger must combine comparisons <, <=, >, >= with "
+                                    "and/or/not (an equality or a constant cannot be located in time)",
+                                    [("event trigger", name)])
 
     return visit(cond)
 
@@ -402,13 +406,15 @@ def _trigger_source(comps, ev_bool, t, xs, ps, P):
 
     npr = NumPyPrinter({"fully_qualified_modules": True})
     nc = len(comps)
-    lines = ["def trigger_values(t, X, p):", '    """Trigger components h (K, NC) at times t (K,), states X (K, NX)."""']
+    lines = ["def trigger_values(t, X, p):",
+             '    """Trigger components h (K, NC) at times t (K,), states X (K, NX)."""']
     lines += [f"    x_{i} = X[:, {i}]" for i in range(len(xs))] + [f"    p_{j} = p[{j}]" for j in range(len(ps))]
     lines += [f"    H = np.empty((t.size, {nc}))"]
     lines += [f"    H[:, {c}] = {npr.doprint(h)}" for c, h in enumerate(comps)]
     lines += ["    return H", "", ""]
-    lines += ["def triggers_active(T):", '    """Trigger values (K, NS) of the state-triggered events from the '
-              'components\' truth T (K, NC)."""', f"    out = np.empty((T.shape[0], {len(ev_bool)}), dtype=bool)"]
+    doc = "Trigger values (K, NS) of the state-triggered events from the components' truth T (K, NC)."
+    lines += ["def triggers_active(T):", f'    """{doc}"""',
+              f"    out = np.empty((T.shape[0], {len(ev_bool)}), dtype=bool)"]
     lines += [f"    out[:, {j}] = {code}" for j, code in enumerate(ev_bool)]
     lines += ["    return out", "", ""]
     for c, h in enumerate(comps):

@@ -44,6 +44,14 @@ Conventions
   does not enter the sensitivities.
 * Several events at the same time are executed one after the other in the
   model's order, each from the state the previous one left.
+* **State-triggered events** (:mod:`pbsens.simulation.state_events`): each
+  segment's state solve is scanned for a trigger turning true; at its time
+  ``t*`` the segment is cut (solved again up to ``t*``, so a segment with an
+  event costs one more state solve; for ``"fs"`` the scan is a state solve of
+  its own), the event applied with ``dtau/dp = dt*/dp`` and the solve resumed
+  at ``t*`` (no shift: the right-hand side does not switch there). An event
+  whose trigger holds at ``t0`` fires there when its ``initial_value`` is
+  false; a jump that makes a trigger true fires that event at once.
 """
 from __future__ import annotations
 
@@ -55,7 +63,7 @@ import numpy as np
 from ..errors import PbsensError, SolverError
 from ..sensitivity.methods import FORWARD
 from ..solvers.trajectory import check_time
-from .state_events import TriggerWatch, apply_event
+from .state_events import MAX_EVENTS, TriggerWatch, apply_event
 from .steady_state import steady_state
 
 __all__ = ["simulate", "run_checked", "split_options", "Simulation", "SENSITIVITY_OPTIONS"]
@@ -332,7 +340,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     PbsensError
         Bad arguments (named); :class:`~pbsens.errors.SolverError` when a solve fails.
     UnsupportedModelError
-        The model has an event this function cannot execute (state-triggered).
+        Two state-triggered events fire at the same instant (``"simultaneous events"``).
     """
     t_start = time.perf_counter()
     t0 = check_time(t0, "t0")
@@ -457,6 +465,9 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
                 break
             x, S, carried, more = watch.fire_root(*hit, x, S, p, carried)
             fired += more
+            if len(fired) > MAX_EVENTS:
+                raise SolverError(f"model {model.name!r}: more than {MAX_EVENTS} events by t = {hit[0]:.6g} "
+                                  "(a trigger that switches without end?)")
             cur, cur_is_stop = hit[0], False
         if final:
             break

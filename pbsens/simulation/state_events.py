@@ -64,10 +64,12 @@ import numpy as np
 
 from ..errors import PbsensError, SolverError, UnsupportedModelError
 
-__all__ = ["apply_event", "TriggerWatch", "MAX_CASCADE", "GRAZING_TOL"]
+__all__ = ["GRAZING_TOL", "MAX_CASCADE", "MAX_EVENTS", "TriggerWatch", "apply_event"]
 
 #: Events set off by one another at one instant before the simulation gives up.
 MAX_CASCADE = 100
+#: Events in one simulation before it gives up (a trigger switching without end).
+MAX_EVENTS = 100_000
 #: Relative size of ``h_x f + h_t`` below which a crossing counts as grazing.
 GRAZING_TOL = 1e-8
 _LATCH_FACTOR = 100.0
