@@ -71,7 +71,8 @@ def test_sawtooth_sensitivities_match_analytic(saw, method, solver):
     # columns x0, c, r: the march is exact for this linear ODE, so the jumps alone decide; column k also
     # carries the post-hoc march's own error (before any event ~1e-4 relative for exp2, ~1e-2 for the
     # first-order exp), which the jumps pass on
-    assert err[:, 1:].max() < 1e-6, (method, err[:, 1:].max())
+    # (pbsr, a truncated series, has its own error in every column)
+    assert err[:, 1:].max() < (3e-3 if method == "pbsr" else 1e-6), (method, err[:, 1:].max())
     assert err[:, 0].max() < {"fs": 1e-6, "exp": 5e-2}.get(method, 3e-3), (method, err[:, 0].max())
     # the time term of the jump matters: without it dx/dc after the first event would be 0
     assert np.abs(S[-1, 2]) > 0.1
@@ -125,11 +126,11 @@ def _fd(model, ts, p, h=1e-6, **kw):
 
 
 _COMBINED = {"name": "combined", "states": [{"name": "x", "initial": 1.0}, {"name": "z", "initial": 0.0}],
-             "parameters": [{"name": "a", "value": 0.7}, {"name": "b", "value": 1.3}, {"name": "th", "value": 1.8},
-                            {"name": "tmin", "value": 0.9}],
+             "parameters": [{"name": "a", "value": 0.7}, {"name": "b", "value": 1.3}, {"name": "th", "value": 1.2},
+                            {"name": "tmin", "value": 0.2}, {"name": "zr", "value": 1.2}],
              "odes": {"x": "a*x - b*x*z", "z": "0.5*x"},
              "events": [{"name": "knock", "trigger": "x > th and t > tmin", "assignments": {"x": "x/2", "z": "z + a"}},
-                        {"name": "rescue", "trigger": "not (z < 2.5)", "assignments": {"x": "x + 1"}}]}
+                        {"name": "rescue", "trigger": "not (z < zr)", "assignments": {"x": "x + 1"}}]}
 
 
 @pytest.mark.parametrize("method", ["fs", "exp2"])
@@ -139,7 +140,9 @@ def test_combined_triggers_match_finite_differences(method):
     r = simulate(m, ts, method=method, **TIGHT)
     assert {n for n, _ in r.events} == {"knock", "rescue"}
     FD = _fd(m, ts, m.p, **TIGHT)
-    assert np.allclose(r.S, FD, rtol=1e-4, atol=1e-5), np.abs(r.S - FD).max()
+    # exp2's own error on this nonlinear model is ~4e-4 (absolute, |S| up to ~1); a wrong jump is O(0.1)
+    atol = 1e-5 if method == "fs" else 1e-3
+    assert np.allclose(r.S, FD, rtol=1e-4, atol=atol), np.abs(r.S - FD).max()
 
 
 # ------------------------------------------------------------------ initial value, errors, JSON
@@ -155,13 +158,23 @@ def test_trigger_true_at_start_fires_only_with_initial_value_false():
     assert np.allclose(r_off.x[:, 0], 2.0 * np.exp(-np.array(ts)), rtol=1e-8)
 
 
-def test_grazing_trigger_is_refused():
-    # x = 1 + (t - 1)^2 touches 1 at t = 1 (x' = 0 there): x <= 1 becomes true there without crossing
-    d = {"name": "graze", "states": [{"name": "x", "initial": 2.0}], "parameters": [{"name": "q", "value": 1.0}],
-         "odes": {"x": "2*(t - q)"}, "events": [{"name": "touch", "trigger": "x <= 1", "assignments": {"x": "5"}}]}
+def test_grazing_crossing_is_refused():
+    """x' = 0, y' = 1 with the trigger x > c: at a point on x = c the flow runs along the switching
+    surface (h_x f + h_t = 0), so the event time has no derivative."""
+    from pbsens.simulation.state_events import TriggerWatch
+    d = {"name": "graze", "states": [{"name": "x", "initial": 1.0}, {"name": "y", "initial": 0.0}],
+         "parameters": [{"name": "c", "value": 1.0}], "odes": {"x": "0*c", "y": "1"},
+         "events": [{"name": "touch", "trigger": "x > c", "assignments": {"y": "0"}}]}
     m = _model(d)
+    w = TriggerWatch(m, m.p, 1e-8, 1e-10)
     with pytest.raises(SolverError, match="grazing"):
-        simulate(m, [0.0, 2.0], method="exp2", max_step=0.01, **TIGHT)
+        w.event_time_gradient(0, 0.5, np.array([1.0, 0.5]), np.zeros((2, 1)), 0)
+    # off the tangency (x' != 0) the same call gives dt*/dc = -(h_x S + h_c)/(h_x f) = 1/x'
+    d2 = {**d, "odes": {"x": "2 + 0*c", "y": "1"}}
+    m2 = _model(d2)
+    dt, _ = TriggerWatch(m2, m2.p, 1e-8, 1e-10).event_time_gradient(0, 0.5, np.array([1.0, 0.5]),
+                                                                    np.zeros((2, 1)), 0)
+    assert dt == pytest.approx([0.5])
 
 
 def test_simultaneous_state_events_are_refused():
