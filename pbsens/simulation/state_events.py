@@ -162,7 +162,9 @@ class TriggerWatch:
         rises = ~A[:-1] & A[1:]
         steps = np.flatnonzero(rises.any(axis=1))
         if not steps.size:
-            self._truth(tr.t, tr.x)            # release the latches that left their band
+            for c in list(self.latch):         # release the latches that left their band
+                if np.any(np.abs(H[:, c]) > self.latch[c][1]):
+                    del self.latch[c]
             self.prev = A[-1].copy()
             return None
         j = int(steps[0])
