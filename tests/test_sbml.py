@@ -238,7 +238,7 @@ def test_constraint_is_ignored_with_warning():
 
 # --------------------------------------------------------------- unsupported
 @pytest.mark.parametrize("fname, kind, ident", [
-    ("unsupported_event.xml", "state-triggered event", "ev_pulse"),
+    ("unsupported_event.xml", "event trigger", "ev_pulse"),
     ("unsupported_algebraic.xml", "algebraic rule", "alg_total"),
     ("unsupported_delay.xml", "delay", "delayed_decay"),
     ("unsupported_fast.xml", "fast reaction", "fast_binding"),
