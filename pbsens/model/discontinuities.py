@@ -252,6 +252,17 @@ def find_breakpoints(f, t, xs):
     return taus, texts, unresolved
 
 
+def _derivative_lines(expr, symbols, target, P):
+    """Generated assignments ``target.format(j) = d expr / d symbols[j]`` of the non-zero partial derivatives."""
+    import sympy as sp
+    lines = []
+    for j, s in enumerate(symbols):
+        d = sp.diff(expr, s)
+        if d != 0:
+            lines.append(f"    {target.format(j)} = {P(d)}")
+    return lines
+
+
 def generate_source(spec) -> str:
     """Python source of the discontinuities module of ``spec``."""
     import sympy as sp
@@ -328,10 +339,7 @@ def generate_source(spec) -> str:
     def gradient_fn(name, exprs, doc):
         lines = [f"def {name}(p):", f'    """{doc}"""'] + unpack_p + [f"    out = np.zeros(({len(exprs)}, NP))"]
         for i, e in enumerate(exprs):
-            for j, pj in enumerate(ps):
-                d = sp.diff(e, pj)
-                if d != 0:
-                    lines.append(f"    out[{i}, {j}] = {P(d)}")
+            lines += _derivative_lines(e, ps, f"out[{i}, {{}}]", P)
         return lines + ["    return out", "", ""]
 
     out += vector_fn("breakpoints", taus, "Breakpoint times tau(p) (NB,).")
@@ -345,14 +353,8 @@ def generate_source(spec) -> str:
         for i, g in assigns:
             lines.append(f"    xn[{i}] = {P(g)}")
             lines.append(f"    Gx[{i}, :] = 0.0")
-            for jx, xj in enumerate(xs):
-                d = sp.diff(g, xj)
-                if d != 0:
-                    lines.append(f"    Gx[{i}, {jx}] = {P(d)}")
-            for j, pj in enumerate(ps):
-                d = sp.diff(g, pj)
-                if d != 0:
-                    lines.append(f"    Gp[{i}, {j}] = {P(d)}")
+            lines += _derivative_lines(g, xs, f"Gx[{i}, {{}}]", P)
+            lines += _derivative_lines(g, ps, f"Gp[{i}, {{}}]", P)
             d = sp.diff(g, t)
             if d != 0:
                 lines.append(f"    Gt[{i}] = {P(d)}")
@@ -421,14 +423,7 @@ def _trigger_source(comps, ev_bool, t, xs, ps, P):
         lines += [f"def _gradient_{c}(t, x, p):"]
         lines += [f"    x_{i} = x[{i}]" for i in range(len(xs))] + [f"    p_{j} = p[{j}]" for j in range(len(ps))]
         lines += ["    hx = np.zeros(NX)", "    hp = np.zeros(NP)"]
-        for i, xi in enumerate(xs):
-            d = sp.diff(h, xi)
-            if d != 0:
-                lines.append(f"    hx[{i}] = {P(d)}")
-        for j, pj in enumerate(ps):
-            d = sp.diff(h, pj)
-            if d != 0:
-                lines.append(f"    hp[{j}] = {P(d)}")
+        lines += _derivative_lines(h, xs, "hx[{}]", P) + _derivative_lines(h, ps, "hp[{}]", P)
         lines += [f"    return hx, hp, float({P(sp.diff(h, t))})", "", ""]
     lines += [f"_GRADIENTS = ({''.join(f'_gradient_{c}, ' for c in range(nc))})", "", "",
               "def trigger_gradient(c, t, x, p):",
