@@ -174,6 +174,38 @@ def test_failed_starts_counted_not_fatal(linear, monkeypatch):
     assert "2 failed" in repr(res)
 
 
+def test_overflowing_fisher_information_is_a_failed_evaluation_not_an_aborted_start(linear, monkeypatch):
+    # Fujita, start 57 of 100: a finite llh and gradient with an infinite FIM (dy/dtheta ~ 1e200,
+    # squared) made fides raise "non-finite ... hessian" and ended the start; the optimiser must
+    # see a failed evaluation instead and step back to where the model is tame
+    import dataclasses
+    problem, theta_hat, _ = linear
+    real = type(problem).evaluate
+
+    calls = []
+
+    def overflowing(self, theta=None, **kw):
+        r = real(self, theta, **kw)
+        if kw.get("sensitivities", True):
+            calls.append(1)
+            if len(calls) == 2:         # the first trial step of the start, whatever the point
+                return dataclasses.replace(r, fim=np.full_like(r.fim, np.inf))
+        return r
+
+    monkeypatch.setattr(type(problem), "evaluate", overflowing)
+    from pbsens.calibration.objective import Objective
+    obj = Objective(problem, method="exp2")
+    obj.fun_grad_hess(np.array([3.0, 0.0]))
+    f, _, _ = obj.fun_grad_hess(np.array([3.0, 1.0]))
+    assert f == math.inf and obj.n_failed == 1
+    calls.clear()
+    res = pbsens.fit(problem, starts=np.array([[7.0, 4.0]]), method="exp2", refine=None, n_workers=1,
+                     progress=False)
+    assert len(calls) > 2 and res.n_failed == 0
+    for s in res.starts:
+        np.testing.assert_allclose(s.x, theta_hat, atol=1e-6)
+
+
 def test_result_table_save_load(linear, tmp_path):
     problem = linear[0]
     res = pbsens.fit(problem, 3, method="exp2", seed=2, n_workers=1, progress=False)

@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from ..errors import PbsensError, SolverError
+from ..problems.adjoint_evaluation import ADJOINT_METHOD
 
 __all__ = ["SIGMA_OFFSET", "FitError", "Objective"]
 
@@ -75,7 +76,7 @@ class Objective:
         t0 = time.process_time()
         try:
             r = self.problem.evaluate(th, sensitivities=sensitivities, method=self.method, **self.solver_options)
-            if not math.isfinite(r.llh) or (sensitivities and not np.all(np.isfinite(r.gradient))):
+            if not math.isfinite(r.llh) or (sensitivities and not self._finite_derivatives(r)):
                 r = None
         except SolverError:
             r = None
@@ -88,6 +89,14 @@ class Objective:
             self.n_failed += 1
         self._last = (key, sensitivities, r)
         return r
+
+    def _finite_derivatives(self, r):
+        """Whether the gradient and, where the method computes it, the Fisher information are finite:
+        an overflow in ``S`` far from the data (``dy/dtheta`` ~ 1e200, squared) is a failed evaluation the
+        optimiser steps back from, not a non-finite Hessian that ends the start."""
+        if not np.all(np.isfinite(r.gradient)):
+            return False
+        return self.method == ADJOINT_METHOD or bool(np.all(np.isfinite(r.fim)))
 
     def _prior(self, th):
         """``(log prior, gradient, precision)``; zeros for flat priors within the bounds."""
