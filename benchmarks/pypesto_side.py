@@ -78,6 +78,7 @@ Run (from the repository root, with AMICI's Python)::
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import platform
 import sys
@@ -253,6 +254,21 @@ def _one_start(pproblem, optimizer, x0_pyp, i, records):
     return r, rec, reduced(r.x), reduced(r.x0)
 
 
+def _resumed_starts(out, starts):
+    """The finished starts of an earlier run's ``--out`` JSON, by index, checked against ``starts``."""
+    import numpy as np
+    doc = json.loads(Path(out).read_text())
+    if doc.get("mode") != "pypesto-fit":
+        sys.exit(f"{SCRIPT}: --resume: {out} is not the output of a fit")
+    done = {}
+    for e in doc.get("starts", []):
+        i = int(e["index"])
+        if i >= len(starts) or not np.allclose(np.asarray(e["x0"], dtype=float), starts[i], rtol=0, atol=1e-12):
+            sys.exit(f"{SCRIPT}: --resume: start {i} of {out} is not row {i} of --starts; use another --out")
+        done[i] = e
+    return done
+
+
 def run_fit(args):
     import numpy as np
     t_all = time.perf_counter()
@@ -279,8 +295,17 @@ def run_fit(args):
     outside = [i for i, x in enumerate(starts) if np.any(x < lb) or np.any(x > ub)]
     if outside:
         payload["starts_outside_bounds"] = outside
-    best = None
+    best, done = None, {}
+    if args.resume and args.out != "-" and Path(args.out).is_file():
+        done = _resumed_starts(args.out, starts)
+        payload["starts"] = [done[i] for i in sorted(done)]
+        ok = [(e["index"], float(e["fval"])) for e in payload["starts"] if e["status"] == "ok"]
+        best = min(ok, key=lambda b: b[1]) if ok else None
+        payload["resumed_starts"] = len(done)
+        t_all -= float(json.loads(Path(args.out).read_text()).get("total_wall_s") or 0.0)   # wall of all sessions
     for i, x0 in enumerate(starts):
+        if i in done:
+            continue
         entry = {"index": i, "id": str(i), "x0": _floats(x0)}
         try:
             r, rec, x_end, x_start = _one_start(pproblem, optimizer, x0[to_pyp], i, records)
@@ -374,6 +399,8 @@ def main(argv=None):
     f.add_argument("--hessian", choices=("fim", "hybrid", "bfgs"), default="fim",
                    help="fim: hessian_update=None (the FIM every iteration); hybrid: pyPESTO's default")
     f.add_argument("--fides-option", action="append", metavar="KEY=VALUE", help="more fides options")
+    f.add_argument("--resume", action="store_true",
+                   help="keep the starts already in --out (checked against --starts) and run only the others")
     f.add_argument("-q", "--quiet", action="store_true")
     e = sub.add_parser("evaluate", help="objective value and gradient at given points")
     _common(e)
