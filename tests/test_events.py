@@ -69,6 +69,26 @@ def test_event_sensitivities_match_analytic(dose_model, method, tol):
     assert np.abs(S[:, 2]).max() > 0.1 and np.abs(S[:, 5]).max() > 0.1
 
 
+@pytest.mark.parametrize("method, tol", [("fs", 1e-6), ("exp2", 1e-3)])
+def test_only_the_wanted_columns_are_computed_across_events(dose_model, method, tol):
+    # Problem.evaluate asks simulate() for the columns its likelihood reads (Bachmann: 113 of 165);
+    # those must be the exact ones, across both events' jumps (k; the event times td and th), and
+    # the columns not computed must be zero, not stale values
+    p = dose_model.p
+    _, S = _dose_exact(p, _TS)
+    cols = np.array([0, 2, 5])
+    r = simulate(dose_model, _TS, method=method, columns=cols, estimate_error=(method == "exp2"))
+    assert r.S.shape == (_TS.size, 1, 6)
+    err = np.abs(r.S[:, 0, cols] - S[:, cols]).max() / np.abs(S).max()
+    assert err <= tol
+    rest = np.setdiff1d(np.arange(6), cols)
+    assert np.all(r.S[:, :, rest] == 0.0)
+    if method == "exp2":
+        assert r.error_estimate is not None and np.all(np.isfinite(r.error_estimate))
+        full = simulate(dose_model, _TS, method=method)
+        np.testing.assert_allclose(r.S[:, :, cols], full.S[:, :, cols], rtol=1e-10, atol=1e-12)
+
+
 def test_event_at_other_parameters(dose_model):
     # an estimated trigger time moves the event; repeated output times get equal rows
     p = dose_model.p

@@ -191,18 +191,22 @@ def _scan_segment(model, watch, a, b, outs, x, p, method, sens, solver, rtol, at
 
 
 def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts,
-             checked=False, carried=None, tr=None):
+             checked=False, carried=None, tr=None, columns=None):
     """Integrate ``[a, b]``; return (x at outs (n, nx), S at outs or None, x(b), S(b)), and with
     ``carried`` (the estimated error of ``S`` at ``a``, signed) the estimated error of S at outs and at b.
-    ``tr``: the state trajectory on ``[a, b]`` with these outputs, when already solved (post-hoc methods)."""
+    ``tr``: the state trajectory on ``[a, b]`` with these outputs, when already solved (post-hoc methods).
+    ``columns``: the only columns of ``S`` computed (:func:`simulate`); the others are zero."""
     from ..sensitivity.forward import forward_sensitivities
     from ..sensitivity.posthoc import sensitivities
     times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
     solve_states, _ = _state_solver(method, sens, solver, checked)
+    cols = columns if sens and columns is not None and 0 < columns.size < model.n_params else None
+    sel = {} if cols is None else {"params": cols}
+    S_in = S if cols is None else np.ascontiguousarray(S[:, cols])
     if method == FORWARD and sens:
-        r = forward_sensitivities(model, (a, b), t_eval=times, p=p, x0=x, S0=S, method=solver or "BDF",
-                                  rtol=rtol, atol=atol, **fs_opts, **solver_opts)
-        X, SS = r.x, r.S
+        r = forward_sensitivities(model, (a, b), t_eval=times, p=p, x0=x, S0=S_in, method=solver or "BDF",
+                                  rtol=rtol, atol=atol, **sel, **fs_opts, **solver_opts)
+        X, SS = r.x, _all_columns(r.S, cols, model.n_params)
     else:
         from ..sensitivity.posthoc import DEFAULT_SUBSTEPS
         solver = solver or "LSODA"
@@ -218,18 +222,31 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
         X = tr.x[tr.eval_index]
         SS = None
         if sens:
-            r = sensitivities(model, tr, method=method, S0=S, estimate_error=carried is not None, **sens_opts)
+            r = sensitivities(model, tr, method=method, S0=S_in, estimate_error=carried is not None, **sel,
+                              **sens_opts)
             SS = r.S
             if carried is not None:
                 err = r.error_matrix
                 if np.any(carried != 0):
                     # the error at a, carried by the march itself: it is linear in S0 on a fixed grid,
                     # so the march from S0 + e minus the one from S0 is the discrete transition times e
-                    err = err + (sensitivities(model, tr, method=method, S0=S + carried, **sens_opts).S - SS)
+                    e0 = carried if cols is None else carried[:, cols]
+                    err = err + (sensitivities(model, tr, method=method, S0=S_in + e0, **sel, **sens_opts).S - SS)
+                err = _all_columns(err, cols, model.n_params)
+            SS = _all_columns(SS, cols, model.n_params)
     idx = np.searchsorted(times, np.clip(outs, a, b))
     out = (X[idx], (SS[idx] if SS is not None else None), X[-1].copy(), (SS[-1].copy() if SS is not None else None))
     if carried is not None:
         return out + (err[idx], err[-1].copy())
+    return out
+
+
+def _all_columns(A, cols, n_params):
+    """``A`` (..., nx, len(cols)) as (..., nx, n_params), zero outside ``cols`` (``A`` itself when ``cols`` is None)."""
+    if cols is None or A is None:
+        return A
+    out = np.zeros(A.shape[:-1] + (n_params,))
+    out[..., cols] = A
     return out
 
 
@@ -245,11 +262,11 @@ class _Outputs:
 
     def span(self, model, a, b, sel, finite, x, S, p, carried, tr, seg_args):
         """Solve ``[a, b]`` (nothing when ``b <= a``), fill the outputs ``sel``; ``(x, S, carried)`` at ``b``."""
-        method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts, checked = seg_args
+        method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts, checked, columns = seg_args
         if b > a:
             t1 = time.perf_counter()
             seg = _segment(model, a, b, finite[sel], x, S, p, method, sens, solver, rtol, atol,
-                           sens_opts, fs_opts, solver_opts, checked, carried=carried, tr=tr)
+                           sens_opts, fs_opts, solver_opts, checked, carried=carried, tr=tr, columns=columns)
             Xs, Ss, x, S_end = seg[:4]
             if carried is not None:
                 self.E[sel], carried = seg[4], seg[5]
@@ -317,12 +334,14 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         (one more march from ``S0 + e``). Signed, so errors that cancel after a
         stop are not counted twice.
     columns : array_like of int, optional
-        The parameters (indices) whose sensitivities are wanted (default all).
-        Breakpoints that coincide but move differently with a parameter make
-        ``S`` undefined in its column (:class:`SolverError`); in a column not
-        wanted, that jump is left out instead (the column is not exact, e.g. a
-        fixed dosing time shared by two inputs). The steady state of an ``inf``
-        output gets them as its ``columns``.
+        The parameters (indices) whose sensitivities are wanted (default all):
+        only these columns of ``S`` are computed (the march and forward
+        sensitivities carry only them; their cost is about proportional to
+        the number of columns) and the others are zero. Breakpoints that
+        coincide but move differently with a parameter make ``S`` undefined
+        in its column (:class:`SolverError`); in a column not wanted, that
+        jump is left out instead (e.g. a fixed dosing time shared by two
+        inputs). The steady state of an ``inf`` output gets them as its ``columns``.
     **options
         ``n_factor``, ``n_max``, ``eq_tol``, ``norm``, ``interpolation``,
         ``reuse_tol``, ``substeps``, ``midpoint``, ``freeze`` go to :func:`pbsens.sensitivities`; ``jacobian`` to
@@ -439,7 +458,7 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
         x, S, carried, more = watch.cascade(t0, x, S, p, None, carried)
         fired += more
 
-    seg_args = (method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts, checked)
+    seg_args = (method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts, checked, columns)
     cur = t0
     cur_is_stop = start_shift
     bounds = [(tau, tb, ev) for tau, tb, ev in stops]
