@@ -53,13 +53,13 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
     Parameters
     ----------
     model : Model
-    method : {"pbsr", "exp", "pbs", "exp2", "pbsr2", "fs"}
+    method : {"exp2", "pbsr", "exp", "pbs", "pbsr2", "fs"}
     t_span : (float, float)
     t_eval : array_like, optional
     p : array_like, optional
     solver : str, optional
         State solver (a name in :data:`pbsens.solvers.SOLVERS`), or the forward solver
-        for ``fs``; default: :func:`pbsens.sensitivities`' (``"LSODA"``), for ``fs``
+        for ``fs``; default: :func:`pbsens.sensitivities`' (``"rodas5p"``), for ``fs``
         :func:`pbsens.forward_sensitivities`' (``"BDF"``).
     rtol, atol : float, optional
         Default: those functions' (1e-5 / 1e-6 for the states, 1e-8 / 1e-10 for ``fs``).
@@ -183,8 +183,8 @@ def add_parser(subparsers):
     from .. import sensitivities
     add_model_and_span(sp)
     sp.add_argument("--method", default=api_default(sensitivities, "method"), choices=RUN_METHODS,
-                    help="pbsr (Algorithm 2, default), exp (Algorithm 3), pbs (no switch), exp2/pbsr2 "
-                         "(exponential-midpoint step), fs (forward sensitivities)")
+                    help="exp2 (exponential-midpoint step, default), pbsr (Algorithm 2), exp (Algorithm 3), "
+                         "pbs (no switch), pbsr2 (PBSR with exp2 as fallback), fs (forward sensitivities)")
     post, fs = _defaults("pbsr"), _defaults(FORWARD)
     add_solver_options(sp, what="solver (of the states; for fs of states and sensitivities together)",
                        default_text={"solver": f"{post['solver']}, for fs {fs['solver']}",
