@@ -103,20 +103,20 @@ def test_sbml_round_trip_keeps_events(dose_model, tmp_path):
     assert np.allclose(r1.x, r2.x, rtol=1e-9)
 
 
-def test_state_triggered_sbml_event_is_named():
+def test_equality_triggered_sbml_event_is_named():
     with pytest.raises(pbsens.UnsupportedModelError) as info:
         pbsens.load_model(os.path.join(SBML, "unsupported_event.xml"))
-    assert ("state-triggered event", "ev_pulse") in info.value.unsupported
+    assert ("event trigger", "ev_pulse") in info.value.unsupported
     assert "ev_pulse" in str(info.value)
 
 
-def test_state_triggered_json_event_is_named():
+def test_state_dependent_event_time_is_named():
     d = {"name": "ev_state", "states": [{"name": "x", "initial": 1.0}],
          "parameters": [{"name": "k", "value": 1.0}], "odes": {"x": "-k*x"},
          "events": [{"name": "refill", "time": "2*x", "assignments": {"x": "1"}}]}
     with pytest.raises(pbsens.UnsupportedModelError, match="'refill'") as info:
         _model(d)
-    assert ("state-triggered event", "refill") in info.value.unsupported
+    assert ("event time", "refill") in info.value.unsupported
 
 
 def test_event_with_delay_is_unsupported(tmp_path):

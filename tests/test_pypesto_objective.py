@@ -49,6 +49,23 @@ def test_values_match_evaluate(boehm):
         assert set(d) >= {FVAL, GRAD} and HESS not in d
 
 
+def test_adjoint_objective_is_gradient_only(boehm):
+    """``method="exp2-adjoint"``: fval and grad equal the forward exp2 objective's (the adjoint is its
+    transpose), and pyPESTO is told that no Hessian (FIM) and no residuals exist."""
+    obj = pbpetab.pypesto_objective(boehm, method="exp2-adjoint")
+    ref = pbpetab.pypesto_objective(boehm, method="exp2")
+    for x in _points(boehm):
+        fval, grad = obj(x, sensi_orders=(0, 1))
+        f_ref, g_ref = ref(x, sensi_orders=(0, 1))
+        assert fval == pytest.approx(f_ref, rel=1e-12)
+        np.testing.assert_allclose(grad, g_ref, rtol=0, atol=1e-10 * np.max(np.abs(g_ref)))
+    assert obj.check_sensi_orders((0, 1), MODE_FUN)
+    assert not obj.check_sensi_orders((0, 1, 2), MODE_FUN)
+    assert not obj.check_mode(MODE_RES)
+    with pytest.raises(ValueError):                  # pyPESTO refuses the order before evaluating
+        obj(boehm.x_nominal, sensi_orders=(0, 1, 2))
+
+
 def test_solver_options_and_prior_pass_through(boehm):
     x = _points(boehm)[1]
     obj = pbpetab.pypesto_objective(boehm, "fs", rtol=1e-9, atol=1e-11, prior=True)

@@ -7,101 +7,43 @@ see that folder's README.md and LICENSE.txt). Each is simulated and compared wit
 suite's ``-results.csv`` at the suite's own tolerances (``-settings.txt``): an entry passes
 when ``|got - expected| <= absolute + relative * |expected|``.
 """
-import csv
 import os
+import sys
 
 import numpy as np
 import pytest
 
 libsbml = pytest.importorskip("libsbml")
 
-from pbsens.errors import ModelError, SolverError  # noqa: E402
-from pbsens.model.library import model_from_spec  # noqa: E402
-from pbsens.model.sbml import read_sbml  # noqa: E402
-from pbsens.model.spec import Definition, ModelSpec, Quantity  # noqa: E402
-from pbsens.solvers import solve_states  # noqa: E402
+from pbsens.errors import SolverError
+from pbsens.model.library import model_from_spec
+from pbsens.model.sbml import read_sbml
+from pbsens.model.spec import Definition, ModelSpec, Quantity
+from pbsens.simulation.segments import simulate
+from pbsens.solvers import solve_states
 
 SUITE = os.path.join(os.path.dirname(__file__), "data", "sbml_suite")
-DUMMY = "suite_dummy_state"
 
 
 # --------------------------------------------------------------------- harness
-def _settings(case):
-    out = {}
-    with open(os.path.join(SUITE, case, f"{case}-settings.txt")) as fh:
-        for line in fh:
-            if ":" in line:
-                key, value = line.split(":", 1)
-                out[key.strip()] = value.strip()
-    return out
-
-
-def _expected(case):
-    with open(os.path.join(SUITE, case, f"{case}-results.csv")) as fh:
-        rows = list(csv.reader(fh))
-    return [h.strip() for h in rows[0]], np.array([[float(v) for v in r] for r in rows[1:]])
-
-
-def _with_dummy_state(doc):
-    """pbsens needs one state; a suite model of rules only gets a parameter with rate 0."""
-    m = doc.getModel()
-    p = m.createParameter()
-    p.setId(DUMMY)
-    p.setValue(0.0)
-    p.setConstant(False)
-    r = m.createRateRule()
-    r.setVariable(DUMMY)
-    r.setMath(libsbml.parseL3Formula("0"))
-
-
-def _suite_spec(case, tmp_path, level="l3v2"):
-    """The case's spec, with one output per variable of the results (amounts or
-    concentrations as the settings ask), and the document it was read from."""
-    doc = libsbml.readSBMLFromFile(os.path.join(SUITE, case, f"{case}-sbml-{level}.xml"))
-    m = doc.getModel()
-    if m.getNumReactions() == 0 and m.getNumRules() == sum(r.isAssignment() for r in m.getListOfRules()):
-        _with_dummy_state(doc)
-    path = tmp_path / f"{case}.xml"
-    libsbml.writeSBMLToFile(doc, str(path))
-    spec = read_sbml(path)
-    st = _settings(case)
-    amounts = {v.strip() for v in st.get("amount", "").split(",") if v.strip()}
-    header, _ = _expected(case)
-    names = spec.meta.get("sbml_names", {})
-    known = set(spec.state_names) | set(spec.param_names) | {d.name for d in spec.definitions}
-    fixed = {**spec.meta.get("compartments", {}), **spec.meta.get("fixed", {})}
-    outputs = []
-    for v in header[1:]:
-        name = names.get(v, v)
-        expr = name if name in known else repr(float(fixed[name]))
-        s = m.getSpecies(v)
-        if s is not None:
-            # SBML's meaning of the species' symbol (Level 3: a concentration unless
-            # hasOnlySubstanceUnits, whatever the compartment's dimensions)
-            c = m.getCompartment(s.getCompartment())
-            conc = not s.getHasOnlySubstanceUnits() and not (m.getLevel() < 3 and c.getSpatialDimensions() == 0)
-            size = repr(float(fixed[names.get(c.getId(), c.getId())]))
-            if v in amounts and conc:
-                expr = f"({expr})*{size}"
-            elif v not in amounts and not conc:
-                expr = f"({expr})/{size}"
-        outputs.append(Definition(f"suite_out_{v}", expr))
-    spec.outputs = outputs
-    return spec.validate()
+# the suite's case logic is shared with benchmarks/sbml_suite.py
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import sbml_suite_case as sc
 
 
 def _check_case(case, tmp_path, backend, level="l3v2", method="LSODA"):
-    spec = _suite_spec(case, tmp_path, level)
+    path = sc.sbml_file(SUITE, case, level)
+    st = sc.settings(SUITE, case)
+    header, want = sc.expected(SUITE, case)
+    spec = sc.suite_spec(path, header, set(sc.names_list(st.get("amount"))), read_sbml)
     model = model_from_spec(spec, backend)
     assert model.backend == backend
-    header, want = _expected(case)
-    st = _settings(case)
     atol, rtol = float(st["absolute"]), float(st["relative"])
     t = want[:, 0]
-    traj = solve_states(model, (t[0], t[-1]), t_eval=t, method=method, rtol=1e-10, atol=1e-12)
-    got = np.array([model.outputs(ti, traj.x[k], traj.p) for ti, k in zip(t, traj.eval_index)])
-    err = np.abs(got - want[:, 1:]) - (atol + rtol * np.abs(want[:, 1:]))
-    bad = [(want[i, 0], header[j + 1], got[i, j], want[i, j + 1]) for i, j in np.argwhere(~(err <= 0))]
+    sim = simulate(model, t, sensitivities=False, solver=method, rtol=1e-10, atol=1e-12)
+    got = np.array([model.outputs(ti, xi, sim.p) for ti, xi in zip(t, sim.x)])
+    bad = [(want[i, 0], header[j + 1], got[i, j], want[i, j + 1])
+           for i, j in sc.mismatches(got, want[:, 1:], atol, rtol)]
     assert not bad, f"case {case} ({backend}): {len(bad)} entries off, first (t, name, got, want): {bad[:5]}"
 
 
@@ -249,3 +191,19 @@ def test_numbers_as_conditions(tmp_path, backend):
     assert m.rhs(0.0, np.zeros(1), np.array([1.0]))[0] == 3.0
     assert m.rhs(0.0, np.zeros(1), np.array([0.0]))[0] == 3.0
     assert m.rhs(0.0, np.zeros(1), np.array([2.0]))[0] == 2.0
+
+
+# ------------------------------------------ 5. constructs added for issue #39 (items 2 and 3)
+@pytest.mark.parametrize("case, level", [
+    ("00009", "l3v2"),    # no ODE state: both species are boundary conditions
+    ("00051", "l3v2"),    # a reaction in a compartment whose volume a rate rule changes
+    ("01117", "l3v2"),    # a constant species keeps its amount in a growing compartment
+    ("01462", "l3v2"),    # a species and its compartment under rate rules, rateOf
+    ("01251", "l3v2"),    # rateOf(S1) of a reaction's species in an initial assignment
+    ("01460", "l3v2"),    # rateOf of a local parameter (0) beside a rate-ruled global of that id
+    ("01103", "l3v2"),    # a species reference's stoichiometry changed by a rate rule
+    ("00068", "l2v5"),    # stoichiometryMath (SBML Level 2)
+    ("01236", "l3v2"),    # a rate rule without math (no effect)
+])
+def test_issue39_constructs_suite(tmp_path, case, level):
+    _check_case(case, tmp_path, "tape", level)

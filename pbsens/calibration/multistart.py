@@ -153,7 +153,7 @@ def _fval_before_refinement(rec):
 def refine_candidates(records, n, within):
     """Indices of the starts to refine: at most ``n`` with the lowest objective before any refinement,
     within ``within`` of the lowest (deterministic, so a resumed fit refines the same starts)."""
-    f = sorted((_fval_before_refinement(r), r.index) for r in records if math.isfinite(_fval_before_refinement(r)))
+    f = sorted(fr for fr in ((_fval_before_refinement(r), r.index) for r in records) if math.isfinite(fr[0]))
     if not f or n <= 0:
         return []
     return [k for v, k in f[:n] if v <= f[0][0] + within]
@@ -360,25 +360,23 @@ def fit(problem, n_starts=20, *, optimizer=DEFAULT_OPTIMIZER, method=DEFAULT_FIT
     doc = _run_doc(problem, starts, opts, seed, sampling)
     done = _prepare_dir(os.fspath(out), doc, resume) if out is not None else {}
     todo = [dict(index=k, x0=starts[k]) for k in range(starts.shape[0]) if k not in done]
-    n_resumed = len(done)
     folder = os.fspath(out) if out is not None else tempfile.mkdtemp(prefix="pbsens-fit-")
     if out is None:
         os.makedirs(os.path.join(folder, "starts"), exist_ok=True)
     t0 = time.perf_counter()
     try:
-        records = _run_starts(problem, opts, todo, folder, done, starts.shape[0], client, n_workers, progress)
+        new = _run_starts(problem, opts, todo, folder, done, starts.shape[0], client, n_workers, progress)
+        records = {**done, **{r.index: r for r in new}}
         if refine is not None:
-            records = _refine(problem, opts, {**done, **{r.index: r for r in records}}, folder, client, n_workers,
-                              progress)
-            done = {}
+            _refine(problem, opts, records, folder, client, n_workers, progress)
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
     info = {k: doc[k] for k in ("model_id", "n_starts", "seed", "sampling", "optimizer", "method", "options")}
     info.update(_refine_doc(opts))
     info["wall"] = time.perf_counter() - t0
-    info["resumed"] = n_resumed
-    result = FitResult(list(done.values()) + records, problem.parameter_ids, info)
+    info["resumed"] = len(done)
+    result = FitResult(list(records.values()), problem.parameter_ids, info)
     if out is not None:
         result.save(os.path.join(folder, "fit.json"), overwrite=True)
     return result
@@ -411,18 +409,17 @@ def _checked_refine(method, refine, n, within):
 
 
 def _refine(problem, opts, records, folder, client, n_workers, progress):
-    """Every start's record, the best refined (:func:`refine_candidates`; those refined before a
-    resume are not refined again); each refined record replaces its start's file when it ends."""
+    """Refine the best of ``records`` (``{index: StartResult}``, updated in place; :func:`refine_candidates`;
+    those refined before a resume are not refined again); each refined record replaces its start's file
+    when it ends."""
     todo = [{"index": k, "refine": True, "record": asdict(records[k])}
             for k in refine_candidates(records.values(), opts["refine_starts"], opts["refine_within"])
             if not records[k].refined]
     if todo:
         new = _run_starts(problem, opts, todo, folder, {}, len(todo), client, n_workers, progress, desc="refine")
-        for item, r in zip(todo, new):
-            if r.status == -98:             # its worker died: the start keeps its record, unrefined
-                continue
-            records[r.index] = r
-    return list(records.values())
+        for r in new:
+            if r.status != -98:             # -98: its worker died; the start keeps its record, unrefined
+                records[r.index] = r
 
 
 def _checked_starts(problem, starts):

@@ -14,7 +14,10 @@ exp2       ``[E | G1 | G2]`` of ``Abar = (A_k + A_k+1)/2`` (``G1 = F1 - F2/h``, 
            ``lambda_k = E^T lambda``, ``grad += B_k^T (G1^T lambda) + B_k+1^T (G2^T lambda)``
 =========  =========================================================================
 
-and at an output time ``lambda_k += c_i``. The transposed products ``lambda^T [E | F]`` are one
+and at an output time ``lambda_k += c_i``. An exp2 interval with the midpoint correction
+(:mod:`.midpoint`) takes its exact transpose as well (:func:`_corrected_transpose`): the
+step is linear in ``S_a``, ``B_a``, ``B_e``, ``B_m``, and its transpose costs three more
+passes over ``n x n`` matrices and ``F3^T lambda``. The transposed products ``lambda^T [E | F]`` are one
 pass over the rows of the forward step's own matrices (the same kernels compute them), so the
 gradient equals the forward march's ``sum_i c_i^T S(t_i)`` to rounding. Per interval: one
 Jacobian evaluation, one matrix function (reused, as in the forward march, when ``h`` and the
@@ -24,14 +27,15 @@ instead of the forward step's ``nx x 2nx x np`` product. Nothing is allocated in
 import numpy as np
 from numba import njit, types
 
+from ..errors import PbsensError, SolverError
 from . import linalg, steps
 from .codes import METHOD_EXP, METHOD_EXP2
 from .march import MAX_SUBSTEPS, _Compiled, _njit_quiet, _reusable  # noqa: F401
+from .phi import exp_phi123_into
 from .signatures import f8, ivec, jacs_fn, jacs_fn_sig, mat, tens, vec
 from .views import flat
-from ..errors import PbsensError, SolverError
 
-__all__ = ["adjoint_march", "bind", "ADJOINT_METHODS"]
+__all__ = ["ADJOINT_METHODS", "adjoint_march", "bind"]
 
 i8 = types.int64
 
@@ -39,18 +43,20 @@ i8 = types.int64
 ADJOINT_METHODS = {"exp": METHOD_EXP, "exp2": METHOD_EXP2}
 
 
-@njit(types.void(vec, mat, vec), cache=True, _nrt=False)
-def _vecmat_into(lam, M, v):
-    """``v = M^T lam`` (``v[:M.shape[1]]``), row by row over ``M`` (contiguous; vectorises)."""
-    n, m = M.shape
+@njit(types.void(vec, mat, i8, i8, vec, i8), cache=True, _nrt=False)
+def _vecmat_into(lam, M, j0, m, v, off):
+    """``v[off:off + m] = M[:, j0:j0 + m]^T lam``, row by row over ``M`` (contiguous; vectorises)."""
+    n = M.shape[0]
     um = np.uint64(m)
+    uj0 = np.uint64(j0)
+    uoff = np.uint64(off)
     for j in range(um):
-        v[j] = 0.0
+        v[uoff + j] = 0.0
     for i in range(n):
         li = lam[i]
         if li != 0.0:
             for j in range(um):
-                v[j] += li * M[i, j]
+                v[uoff + j] += li * M[i, uj0 + j]
 
 
 @njit(types.void(mat, vec, i8, vec), cache=True, _nrt=False)
@@ -65,18 +71,73 @@ def _add_bt_w(B, v, off, grad):
                 grad[j] += B[i, j] * wi
 
 
-@njit(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, vec, vec,
-         tens, tens, mat, mat, mat, mat, vec, tens), cache=True, _nrt=False)
-def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, lam, grad,
-                  Ag, Bg, Abar, Ac, EF, EFF, v, ws):
-    """The body of :func:`adjoint_march`, given its work arrays (no allocation)."""
+@njit(types.void(mat, mat, mat, mat, mat, mat, mat, mat, mat, f8, vec, vec, vec, vec, vec), cache=True, _nrt=False)
+def _corrected_transpose(EFF, EF3, A0, A1, Am, Abar, B0, B1, Bm, h, lam, v, w, y, grad):
+    """The transpose of the corrected exp2 step (:func:`pbsens.kernels.midpoint.exp2_correct_into`).
+
+    Forward, with ``P = E S_a + G1 B_a + G2 B_e`` (the plain step), ``D = A_e - A_a``,
+    ``Dm = A_m - Abar``, ``G3 = 4 G2 - (8/h^2) F3``::
+
+        S_e = P - G1 D S_a / 2 + G2 D P / 2 + G3 c,
+        c   = (B_m - (B_a + B_e)/2) + Dm (S_a + P)/2 - D (P - S_a)/4.
+
+    Backward, for ``lam`` = the cotangent of ``S_e`` (``u = [E | G1 | G2]^T lam``,
+    ``mu = G3^T lam``, the cotangent of ``c``)::
+
+        lam_P = lam + D^T (u_G2/2 - mu/4) + Dm^T mu / 2
+        lam_a = E^T lam_P + D^T (mu/4 - u_G1/2) + Dm^T mu / 2
+        grad += B_a^T (G1^T lam_P - mu/2) + B_e^T (G2^T lam_P - mu/2) + B_m^T mu.
+
+    ``lam`` is overwritten by ``lam_a``; ``v`` (``3 nx``), ``w`` (``3 nx``), ``y`` (``3 nx``) work.
+    """
+    nx = lam.shape[0]
+    _vecmat_into(lam, EFF, 0, 3 * nx, v, 0)              # v = [E^T; G1^T; G2^T] lam
+    _vecmat_into(lam, EF3, 3 * nx, nx, w, 0)             # w[:nx] = F3^T lam
+    c8 = 8.0 / (h * h) if h != 0.0 else 0.0
+    for i in range(nx):
+        mu = 4.0 * v[2 * nx + i] - c8 * w[i]
+        y[i] = mu                                        # mu
+        w[nx + i] = 0.5 * v[2 * nx + i] - 0.25 * mu      # D^T applied to these two
+        w[2 * nx + i] = 0.25 * mu - 0.5 * v[nx + i]
+    # D^T w1, D^T w2 and Dm^T mu / 2 in one pass over the rows
+    for j in range(nx):
+        w[j] = 0.0                                       # D^T w1 -> w[:nx]
+        y[nx + j] = 0.0                                  # D^T w2 -> y[nx:2nx]
+        y[2 * nx + j] = 0.0                              # Dm^T mu / 2 -> y[2nx:]
+    for i in range(nx):
+        a1 = w[nx + i]
+        a2 = w[2 * nx + i]
+        a3 = 0.5 * y[i]
+        for j in range(nx):
+            d = A1[i, j] - A0[i, j]
+            w[j] += a1 * d
+            y[nx + j] += a2 * d
+            y[2 * nx + j] += a3 * (Am[i, j] - Abar[i, j])
+    for j in range(nx):
+        v[j] = lam[j] + w[j] + y[2 * nx + j]            # lam_P
+    _vecmat_into(v, EFF, 0, 3 * nx, w, 0)                # w = [E^T; G1^T; G2^T] lam_P
+    for i in range(nx):
+        lam[i] = w[i] + y[nx + i] + y[2 * nx + i]
+        half_mu = 0.5 * y[i]
+        w[nx + i] -= half_mu
+        w[2 * nx + i] -= half_mu
+    _add_bt_w(B0, w, nx, grad)
+    _add_bt_w(B1, w, 2 * nx, grad)
+    _add_bt_w(Bm, y, 0, grad)
+
+
+@njit(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec,
+         tens, tens, mat, mat, mat, mat, mat, vec, vec, vec, tens), cache=True, _nrt=False)
+def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad,
+                  Ag, Bg, Abar, Ac, EF, EFF, EF3, v, w, y, ws):
+    """The body of :func:`adjoint_march`, given its work arrays (no allocation). ``Ag[2]``,
+    ``Bg[2]``: ``A``, ``B`` at the midpoint of a corrected interval."""
     K, nx = X.shape
     np_ = p.shape[0]
-    for j in range(nx):
-        lam[j] = 0.0
     for j in range(np_):
         grad[j] = 0.0
     have_exp = False
+    have_f3 = False
     hc = 0.0
     norm_c = 0.0
     colsum = v                      # work of norm1_rowwise (length >= nx)
@@ -92,6 +153,7 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, lam, gra
         A1, B1 = Ag[1 - g], Bg[1 - g]
         jacs(t[k], X[k], p, c, A0, B0)
         h = t[k + 1] - t[k]
+        corrected = method == METHOD_EXP2 and mid_index[k] >= 0
         if method == METHOD_EXP2:
             a0, a1, ab = flat(A0), flat(A1), flat(Abar)
             for i in range(ab.shape[0]):
@@ -99,8 +161,15 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, lam, gra
             key = Abar
         else:
             key = A0
-        if not (have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol)):
-            if method == METHOD_EXP2:
+        if not (have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol) and (have_f3 or not corrected)):
+            have_f3 = corrected
+            if corrected:                # F3 as well, as the forward march (kernels.march)
+                exp_phi123_into(key, h, EF3, ws)
+                for i in range(nx):
+                    for j in range(3 * nx):
+                        EFF[i, j] = EF3[i, j]
+                steps.exp2_prepare_inplace(EFF, h)
+            elif method == METHOD_EXP2:
                 linalg.exp_phi12_into(key, h, EFF, ws)
                 steps.exp2_prepare_inplace(EFF, h)
             else:
@@ -109,12 +178,17 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, lam, gra
             hc = h
             norm_c = linalg.norm1_rowwise(key, colsum)
             have_exp = True
-        if method == METHOD_EXP2:
-            _vecmat_into(lam, EFF, v)            # v = [E^T lam; G1^T lam; G2^T lam]
+        if corrected:
+            jacs(0.5 * (t[k] + t[k + 1]), X_mid[mid_index[k]], p, c, Ag[2], Bg[2])
+            _corrected_transpose(EFF, EF3, A0, A1, Ag[2], key, B0, B1, Bg[2], h, lam, v, w, y, grad)
+            for j in range(nx):
+                v[j] = lam[j]
+        elif method == METHOD_EXP2:
+            _vecmat_into(lam, EFF, 0, 3 * nx, v, 0)      # v = [E^T lam; G1^T lam; G2^T lam]
             _add_bt_w(B0, v, nx, grad)
             _add_bt_w(B1, v, 2 * nx, grad)
         else:
-            _vecmat_into(lam, EF, v)             # v = [E^T lam; F^T lam]
+            _vecmat_into(lam, EF, 0, 2 * nx, v, 0)       # v = [E^T lam; F^T lam]
             _add_bt_w(B0, v, nx, grad)
         bad = 0
         r = out_index[k]
@@ -129,8 +203,8 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, lam, gra
     return -1
 
 
-@_njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, vec, vec), cache=True)
-def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, lam, grad):
+@_njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec), cache=True)
+def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad):
     """March ``lambda`` backward over the grid ``t`` with states ``X``; accumulate the gradient.
 
     Parameters
@@ -148,8 +222,14 @@ def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, lam, gra
     reuse_tol : float
         Reuse the previous interval's matrix functions when ``h`` and the exponentiated
         matrix agree to this (relative), as the forward march does.
+    X_mid, mid_index : (M, nx), (K-1,) int64
+        ``mid_index[k] >= 0``: interval ``k`` is an exp2 step with the midpoint correction
+        (:mod:`pbsens.kernels.midpoint`), its midpoint state ``X_mid[mid_index[k]]`` (the forward
+        march's plan: ``solvers.refine.midpoint_plan``); -1: a plain step.
     lam : (nx,)
-        Output: ``lambda(t_0)`` (the jump at ``t_0`` included).
+        On entry ``lambda`` at ``t[-1]`` from what follows the grid (zero, or the cotangent
+        carried back across a jump), before ``dJdx`` at ``t[-1]`` is added; on exit
+        ``lambda(t_0)`` (the output at ``t_0`` included).
     grad : (np,)
         Output: ``sum_k`` of the intervals' ``B^T`` terms (without ``lambda(t_0)^T S_0``).
 
@@ -160,29 +240,39 @@ def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, lam, gra
     """
     nx = X.shape[1]
     np_ = p.shape[0]
-    Ag = np.empty((2, nx, nx))         # A at grid points k (slot k % 2) and k+1
-    Bg = np.empty((2, nx, np_))
+    Ag = np.empty((3, nx, nx))         # A at grid points k (slot k % 2) and k+1; slot 2: a midpoint
+    Bg = np.empty((3, nx, np_))
     Abar = np.empty((nx, nx))
     Ac = np.empty((nx, nx))            # the matrix the cached functions belong to
     EF = np.empty((nx, 2 * nx))        # [E | F]            (exp)
     EFF = np.empty((nx, 3 * nx))       # [E | G1 | G2]      (exp2)
+    EF3 = np.empty((nx, 4 * nx))       # [E | F1 | F2 | F3] (exp2, corrected intervals)
     v = np.empty(3 * nx)
+    w = np.empty(3 * nx)
+    y = np.empty(3 * nx)
     ws = linalg.workspace(nx)
-    return _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, lam, grad,
-                         Ag, Bg, Abar, Ac, EF, EFF, v, ws)
+    return _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad,
+                         Ag, Bg, Abar, Ac, EF, EFF, EF3, v, w, y, ws)
 
 
 def bind(fns):
-    """The per-model entry point: ``march(t, X, p, c, out_index, dJdx, method, reuse_tol)``
-    -> ``(lambda(t_0), grad)``; raises :class:`SolverError` if ``lambda`` is not finite."""
+    """The per-model entry point: ``march(t, X, p, c, out_index, dJdx, method, reuse_tol, lam_end=None,
+    mid=None)`` -> ``(lambda(t_0), grad)``; ``lam_end``: ``lambda`` carried into ``t[-1]`` (default 0),
+    ``mid``: ``(X_mid, mid_index)`` of the midpoint correction (default none). Raises
+    :class:`SolverError` if ``lambda`` is not finite."""
     jacs_into = _Compiled(fns.jacs_into, jacs_fn_sig)
 
-    def bound_adjoint(t, X, p, c, out_index, dJdx, method, reuse_tol):
+    def bound_adjoint(t, X, p, c, out_index, dJdx, method, reuse_tol, lam_end=None, mid=None):
         if method not in ADJOINT_METHODS.values():
             raise PbsensError(f"adjoint march: unknown method code {method!r}")
-        lam = np.empty(X.shape[1])
+        nx = X.shape[1]
+        lam = np.zeros(nx) if lam_end is None else np.array(lam_end, dtype=np.float64).reshape(nx)
+        if mid is None:
+            mid = (np.empty((0, nx)), np.full(t.size - 1, -1, dtype=np.int64))
         grad = np.empty(p.shape[0])
-        status = adjoint_march(jacs_into, t, X, p, c, out_index, dJdx, int(method), float(reuse_tol), lam, grad)
+        status = adjoint_march(jacs_into, t, X, p, c, out_index, dJdx, int(method), float(reuse_tol),
+                               np.ascontiguousarray(mid[0], dtype=np.float64),
+                               np.ascontiguousarray(mid[1], dtype=np.int64), lam, grad)
         if status >= 0:
             raise SolverError(f"adjoint march: lambda is NaN or inf after the interval [{t[status]:.6g}, "
                               f"{t[status + 1]:.6g}] (marching backward)")

@@ -1,4 +1,4 @@
-"""Discontinuities in time of a model: breakpoints of piecewise inputs and time-triggered events.
+"""Discontinuities of a model: breakpoints of piecewise inputs, time-triggered and state-triggered events.
 
 Two things make a right-hand side ``f(t, x, p)`` or a trajectory jump at a
 time known before the solve:
@@ -16,6 +16,18 @@ jump there (see :func:`pbsens.simulation.segments.simulate`), which needs
 Python module (no numba: they run a few times per solve) into the same disk
 cache as the compiled model (:func:`pbsens.model.codegen.cache_dir`), named by
 :meth:`ModelSpec.discontinuities_key`; a warm process imports it without sympy.
+
+A **state-triggered event** (``Event.trigger``) fires where its condition
+changes from false to true, at a time found during the solve
+(:mod:`pbsens.simulation.state_events`). Its trigger is split into
+*components*: each comparison ``a > b``, ``a >= b``, ``a < b``, ``a <= b`` becomes
+a continuous function ``h`` (``a - b`` or ``b - a``) that is positive (or
+non-negative, for ``>=``/``<=``) exactly where the comparison holds; ``and``,
+``or`` and ``not`` combine the components' truth values. The module holds ``h``
+of every component vectorised over a time grid (numpy), its gradients ``h_x``,
+``h_p``, ``h_t`` at a point, and each trigger as a function of the components'
+truth values. Equalities (``==``, ``!=``) and constant triggers cannot be
+located in time and raise :class:`UnsupportedModelError` (``"event trigger"``).
 
 Breakpoints are the roots in ``t`` of every comparison inside a ``piecewise``
 condition or ``heaviside`` argument of the right-hand side (definitions
@@ -41,7 +53,7 @@ from ..errors import UnsupportedModelError
 __all__ = ["Discontinuities", "load", "NONE"]
 
 #: Bump when the generated source changes shape.
-DISCONTINUITIES_VERSION = "1"
+DISCONTINUITIES_VERSION = "3"
 
 _SWITCH_WORDS = re.compile(r"\b(piecewise|heaviside)\b")
 
@@ -56,11 +68,23 @@ class Discontinuities:
     breakpoint_texts : list of str
         The comparison each breakpoint comes from (for messages).
     event_names : list of str
+        Every event (time- and state-triggered), in spec order.
     event_initial_values : list of bool
     unresolved : list of str
         Comparisons with the time that could not be turned into breakpoints.
     module : module or None
         The generated module (``None`` when the model has no discontinuities).
+    time_events : list of int
+        Indices (into ``event_names``) of the time-triggered events.
+    state_events : list of int
+        Indices of the state-triggered events.
+    component_texts : list of str
+        The comparison of each trigger component (for messages).
+    component_strict : ndarray of bool
+        Per component: true for ``>``/``<`` (holds where ``h > 0``), false for
+        ``>=``/``<=`` (``h >= 0``).
+    event_components : list of list of int
+        Per state-triggered event (in the order of ``state_events``): its components.
     """
 
     n_breakpoints: int
@@ -69,6 +93,20 @@ class Discontinuities:
     event_initial_values: list
     unresolved: list
     module: object = None
+    time_events: list = None
+    state_events: list = None
+    component_texts: list = None
+    component_strict: np.ndarray = None
+    event_components: list = None
+
+    def __post_init__(self):
+        if self.time_events is None:           # a model with time-triggered events only
+            self.time_events = list(range(len(self.event_names)))
+        self.state_events = list(self.state_events or [])
+        self.component_texts = list(self.component_texts or [])
+        self.component_strict = np.asarray(self.component_strict if self.component_strict is not None else [],
+                                           dtype=bool)
+        self.event_components = [list(c) for c in (self.event_components or [])]
 
     def __getstate__(self):
         # a module does not pickle: keep its file and import it again on the other side
@@ -92,11 +130,34 @@ class Discontinuities:
             return np.empty(0), np.empty((0, len(p)))
         return self.module.breakpoints(p), self.module.breakpoints_dp(p)
 
+    @property
+    def n_state_events(self) -> int:
+        return len(self.state_events)
+
     def event_times(self, p):
-        """``(tau, dtau_dp)``: event times (ne,) and their gradients (ne, np), in spec order."""
-        if not self.n_events:
+        """``(tau, dtau_dp)``: times (nt,) of the time-triggered events and their gradients (nt, np),
+        in the order of :attr:`time_events`."""
+        if not self.time_events:
             return np.empty(0), np.empty((0, len(p)))
         return self.module.event_times(p), self.module.event_times_dp(p)
+
+    def trigger_values(self, t, X, p):
+        """The trigger components ``h`` (K, nc) at the times ``t`` (K,) and states ``X`` (K, nx)."""
+        t = np.asarray(t, dtype=np.float64).reshape(-1)
+        X = np.asarray(X, dtype=np.float64).reshape(t.size, -1)
+        return self.module.trigger_values(t, X, p)
+
+    def trigger_truth(self, H):
+        """Whether each component holds, from its values ``H`` (..., nc)."""
+        return np.where(self.component_strict, H > 0.0, H >= 0.0)
+
+    def triggers_active(self, truth):
+        """The state-triggered events' trigger values (K, ns) from the components' truth (K, nc)."""
+        return self.module.triggers_active(np.atleast_2d(truth))
+
+    def trigger_gradient(self, c, t, x, p):
+        """``(h_x (nx,), h_p (np,), h_t)`` of component ``c`` at ``(t, x)``."""
+        return self.module.trigger_gradient(int(c), float(t), np.asarray(x, dtype=np.float64), p)
 
     def apply_event(self, k, t, x, p):
         """``(x_new, G_x, G_p, G_t)`` of event ``k`` at time ``t`` from the state ``x`` before it."""
@@ -113,7 +174,8 @@ def load(spec):
     Raises
     ------
     UnsupportedModelError
-        An event time depends on the states (a state-triggered event) or on the time.
+        An event time depends on the states or on the time; a trigger that cannot
+        be located in time (an equality, a constant).
     ModelError
         An event expression does not parse.
     """
@@ -128,7 +190,9 @@ def load(spec):
                          .encode()).hexdigest()[:24]
     module = load_generated(spec, "discontinuities_" + key, generate_source)
     d = Discontinuities(module.NB, list(module.BREAKPOINT_TEXTS), list(module.EVENT_NAMES),
-                        list(module.EVENT_INITIAL_VALUES), list(module.UNRESOLVED), module)
+                        list(module.EVENT_INITIAL_VALUES), list(module.UNRESOLVED), module,
+                        list(module.TIME_EVENTS), list(module.STATE_EVENTS), list(module.COMPONENT_TEXTS),
+                        np.array(module.COMPONENT_STRICT, dtype=bool), [list(c) for c in module.EVENT_COMPONENTS])
     if d.unresolved:
         warnings.warn(f"model {spec.name!r}: the time comparison(s) {', '.join(d.unresolved)} are not linear "
                       "in the time; their switching times are not known in advance and the solver may step "
@@ -188,12 +252,23 @@ def find_breakpoints(f, t, xs):
     return taus, texts, unresolved
 
 
+def _derivative_lines(expr, symbols, target, P):
+    """Generated assignments ``target.format(j) = d expr / d symbols[j]`` of the non-zero partial derivatives."""
+    import sympy as sp
+    lines = []
+    for j, s in enumerate(symbols):
+        d = sp.diff(expr, s)
+        if d != 0:
+            lines.append(f"    {target.format(j)} = {P(d)}")
+    return lines
+
+
 def generate_source(spec) -> str:
     """Python source of the discontinuities module of ``spec``."""
     import sympy as sp
 
     from .generate import _Printer
-    from .symbolic import environment, parse_expression
+    from .symbolic import as_condition, environment, parse_expression
     t, xs, ps, env = environment(spec)
     model = f"model {spec.name!r}"
     f = [parse_expression(spec.odes[s], env, f"{model}: right-hand side of {s!r}") for s in spec.state_names]
@@ -202,20 +277,31 @@ def generate_source(spec) -> str:
     nx, np_ = len(xs), len(ps)
     xset = set(xs)
 
-    ev_times, ev_assign = [], []
-    for ev in spec.events:
+    readable = {t: sp.Symbol(spec.time), **{x: sp.Symbol(n) for x, n in zip(xs, spec.state_names)},
+                **{q: sp.Symbol(n) for q, n in zip(ps, spec.param_names)}}
+    ev_times, ev_assign, time_events, state_events = [], [], [], []
+    comps, comp_texts, comp_strict, ev_comps, ev_bool = [], [], [], [], []
+    for k, ev in enumerate(spec.events):
         where = f"{model}: event {ev.name!r}"
-        tau = parse_expression(ev.time, env, f"{where}: time")
-        free = tau.free_symbols
-        if free & xset:
-            used = sorted(spec.state_names[xs.index(s)] for s in free & xset)
-            raise UnsupportedModelError(
-                f"{where} is triggered by the state(s) {', '.join(used)}: only events at times given by "
-                "parameters are supported", [("state-triggered event", ev.name)])
-        if t in free:
-            raise UnsupportedModelError(f"{where}: its trigger time {ev.time!r} depends on the time itself",
-                                        [("event trigger", ev.name)])
-        ev_times.append(tau)
+        if ev.trigger is not None:
+            cond = as_condition(parse_expression(ev.trigger, env, f"{where}: trigger"))
+            mine = []
+            ev_bool.append(_trigger_code(cond, comps, comp_texts, comp_strict, mine, where, ev.name, readable))
+            ev_comps.append(mine)
+            state_events.append(k)
+        else:
+            tau = parse_expression(ev.time, env, f"{where}: time")
+            free = tau.free_symbols
+            if free & xset:
+                used = sorted(spec.state_names[xs.index(s)] for s in free & xset)
+                raise UnsupportedModelError(
+                    f"{where}: its time depends on the state(s) {', '.join(used)}: give such an event a "
+                    "'trigger' (a state-triggered event) instead of a 'time'", [("event time", ev.name)])
+            if t in free:
+                raise UnsupportedModelError(f"{where}: its trigger time {ev.time!r} depends on the time itself",
+                                            [("event trigger", ev.name)])
+            ev_times.append(tau)
+            time_events.append(k)
         ev_assign.append([(index[target], parse_expression(expr, env, f"{where}: assignment to {target!r}"))
                           for target, expr in ev.assignments.items()])
 
@@ -227,6 +313,7 @@ def generate_source(spec) -> str:
         f"# Generated by pbsens {__version__} (discontinuities {DISCONTINUITIES_VERSION}) from {model}.",
         "# Do not edit: delete the file to regenerate it.",
         "import math",
+        "import numpy",
         "import numpy as np",
         "",
         f"NX = {nx}",
@@ -236,6 +323,11 @@ def generate_source(spec) -> str:
         f"UNRESOLVED = {unresolved!r}",
         f"EVENT_NAMES = {[e.name for e in spec.events]!r}",
         f"EVENT_INITIAL_VALUES = {[bool(e.initial_value) for e in spec.events]!r}",
+        f"TIME_EVENTS = {time_events!r}",
+        f"STATE_EVENTS = {state_events!r}",
+        f"COMPONENT_TEXTS = {comp_texts!r}",
+        f"COMPONENT_STRICT = {comp_strict!r}",
+        f"EVENT_COMPONENTS = {ev_comps!r}",
         "",
     ]
 
@@ -247,10 +339,7 @@ def generate_source(spec) -> str:
     def gradient_fn(name, exprs, doc):
         lines = [f"def {name}(p):", f'    """{doc}"""'] + unpack_p + [f"    out = np.zeros(({len(exprs)}, NP))"]
         for i, e in enumerate(exprs):
-            for j, pj in enumerate(ps):
-                d = sp.diff(e, pj)
-                if d != 0:
-                    lines.append(f"    out[{i}, {j}] = {P(d)}")
+            lines += _derivative_lines(e, ps, f"out[{i}, {{}}]", P)
         return lines + ["    return out", "", ""]
 
     out += vector_fn("breakpoints", taus, "Breakpoint times tau(p) (NB,).")
@@ -264,20 +353,80 @@ def generate_source(spec) -> str:
         for i, g in assigns:
             lines.append(f"    xn[{i}] = {P(g)}")
             lines.append(f"    Gx[{i}, :] = 0.0")
-            for jx, xj in enumerate(xs):
-                d = sp.diff(g, xj)
-                if d != 0:
-                    lines.append(f"    Gx[{i}, {jx}] = {P(d)}")
-            for j, pj in enumerate(ps):
-                d = sp.diff(g, pj)
-                if d != 0:
-                    lines.append(f"    Gp[{i}, {j}] = {P(d)}")
+            lines += _derivative_lines(g, xs, f"Gx[{i}, {{}}]", P)
+            lines += _derivative_lines(g, ps, f"Gp[{i}, {{}}]", P)
             d = sp.diff(g, t)
             if d != 0:
                 lines.append(f"    Gt[{i}] = {P(d)}")
         out += lines + ["    return xn, Gx, Gp, Gt", "", ""]
+    out += _trigger_source(comps, ev_bool, t, xs, ps, P)
     out += [f"_EVENTS = ({''.join(f'_event_{k}, ' for k in range(len(ev_assign)))})", "", "",
             "def event_assign(k, t, x, p):",
             '    """(x_new, G_x, G_p, G_t) of event k at time t from the state x just before it."""',
             "    return _EVENTS[k](t, x, p)", ""]
     return "\n".join(out)
+
+
+def _trigger_code(cond, comps, texts, strict, mine, where, name, readable):
+    """numpy code of the condition ``cond`` on the truth matrix ``T`` of the components; appends the
+    comparisons it holds to ``comps`` (``h``), ``texts``, ``strict`` and their indices to ``mine``."""
+    import sympy as sp
+    from sympy.core import relational as rel
+
+    def visit(c):
+        if isinstance(c, sp.And):
+            return "(" + " & ".join(visit(a) for a in c.args) + ")"
+        if isinstance(c, sp.Or):
+            return "(" + " | ".join(visit(a) for a in c.args) + ")"
+        if isinstance(c, sp.Not):
+            return "(~" + visit(c.args[0]) + ")"
+        if isinstance(c, (rel.StrictGreaterThan, rel.GreaterThan, rel.StrictLessThan, rel.LessThan)):
+            greater = isinstance(c, (rel.StrictGreaterThan, rel.GreaterThan))
+            h = (c.lhs - c.rhs) if greater else (c.rhs - c.lhs)
+            if not h.free_symbols - {s for s in h.free_symbols if s.name.startswith("p_")}:
+                raise UnsupportedModelError(f"{where}: its trigger's comparison {c.xreplace(readable)} involves "
+                                            "neither the time nor a state: it never changes during a solve",
+                                            [("event trigger", name)])
+            comps.append(h)
+            texts.append(str(c.xreplace(readable)))
+            strict.append(isinstance(c, (rel.StrictGreaterThan, rel.StrictLessThan)))
+            mine.append(len(comps) - 1)
+            return f"T[:, {len(comps) - 1}]"
+        kind = type(c).__name__
+        raise UnsupportedModelError(f"{where}: its trigger uses {kind} ({c.xreplace(readable)}); a "
+                                    "state-triggered event's trigger must combine comparisons <, <=, >, >= with "
+                                    "and/or/not (an equality or a constant cannot be located in time)",
+                                    [("event trigger", name)])
+
+    return visit(cond)
+
+
+def _trigger_source(comps, ev_bool, t, xs, ps, P):
+    """Source lines of ``trigger_values``, ``triggers_active`` and ``trigger_gradient``."""
+    import sympy as sp
+    from sympy.printing.numpy import NumPyPrinter
+
+    npr = NumPyPrinter({"fully_qualified_modules": True})
+    nc = len(comps)
+    lines = ["def trigger_values(t, X, p):",
+             '    """Trigger components h (K, NC) at times t (K,), states X (K, NX)."""']
+    lines += [f"    x_{i} = X[:, {i}]" for i in range(len(xs))] + [f"    p_{j} = p[{j}]" for j in range(len(ps))]
+    lines += [f"    H = np.empty((t.size, {nc}))"]
+    lines += [f"    H[:, {c}] = {npr.doprint(h)}" for c, h in enumerate(comps)]
+    lines += ["    return H", "", ""]
+    doc = "Trigger values (K, NS) of the state-triggered events from the components' truth T (K, NC)."
+    lines += ["def triggers_active(T):", f'    """{doc}"""',
+              f"    out = np.empty((T.shape[0], {len(ev_bool)}), dtype=bool)"]
+    lines += [f"    out[:, {j}] = {code}" for j, code in enumerate(ev_bool)]
+    lines += ["    return out", "", ""]
+    for c, h in enumerate(comps):
+        lines += [f"def _gradient_{c}(t, x, p):"]
+        lines += [f"    x_{i} = x[{i}]" for i in range(len(xs))] + [f"    p_{j} = p[{j}]" for j in range(len(ps))]
+        lines += ["    hx = np.zeros(NX)", "    hp = np.zeros(NP)"]
+        lines += _derivative_lines(h, xs, "hx[{}]", P) + _derivative_lines(h, ps, "hp[{}]", P)
+        lines += [f"    return hx, hp, float({P(sp.diff(h, t))})", "", ""]
+    lines += [f"_GRADIENTS = ({''.join(f'_gradient_{c}, ' for c in range(nc))})", "", "",
+              "def trigger_gradient(c, t, x, p):",
+              '    """(h_x, h_p, h_t) of trigger component c at (t, x)."""',
+              "    return _GRADIENTS[c](t, x, p)", "", ""]
+    return lines

@@ -145,7 +145,7 @@ class Model:
     # ------------------------------------------------- discontinuities in time
     @property
     def events(self) -> tuple:
-        """The model's time-triggered events (:class:`pbsens.model.spec.Event`, plain data)."""
+        """The model's events, time- and state-triggered (:class:`pbsens.model.spec.Event`, plain data)."""
         return tuple(getattr(self.spec, "events", ()) or ())
 
     @property
@@ -173,7 +173,8 @@ class Model:
         return np.unique(tau)
 
     def event_times(self, p=None) -> np.ndarray:
-        """Times of the model's events for parameters ``p`` (in the order of :attr:`events`)."""
+        """Times of the model's time-triggered events for parameters ``p`` (in the order of :attr:`events`;
+        state-triggered events have no time known before a solve and are left out)."""
         p = self.check_p(p)
         return self.discontinuities.event_times(p)[0]
 

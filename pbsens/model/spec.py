@@ -13,7 +13,9 @@ A model is plain data: names, numbers and expression strings. The JSON format
       "odes": [{"state": "x1", "rhs": "p1*(x2 - x1 - g)"}, ...],
       "outputs": [{"name": "y1", "expression": "x1 + x2"}, ...],   # optional observables
       "events": [{"name": "dose", "time": "t_dose",                 # optional, time-triggered
-                  "assignments": {"x1": "x1 + D"}}, ...],
+                  "assignments": {"x1": "x1 + D"}},
+                 {"name": "reset", "trigger": "x1 < 0.1",            # or state-triggered
+                  "assignments": {"x1": "1"}}, ...],
       ... any other keys (experiments, solver_tolerances, notes) are kept in ``meta``
     }
 
@@ -26,13 +28,17 @@ Rules, checked by :func:`ModelSpec.validate`:
 * definitions are evaluated in order: each may use the time, states, parameters
   and *earlier* definitions;
 * there is exactly one right-hand side per state;
-* an event fires once, when the time reaches ``time`` (an expression of
-  parameters, and of definitions that use only parameters), and then sets each
-  state it names to the value of its expression (of the time, the states and
-  the parameters just before the event). ``initial_value`` (default true, as
-  SBML's trigger attribute) says whether the trigger counts as already true
-  before the start: an event whose time is at or before the start time fires at
-  the start only when ``initial_value`` is false;
+* an event has either a ``time`` or a ``trigger``. A time-triggered event fires
+  once, when the time reaches ``time`` (an expression of parameters, and of
+  definitions that use only parameters); a state-triggered event fires whenever
+  its ``trigger`` (comparisons ``<``, ``<=``, ``>``, ``>=`` of expressions of the
+  time, states and parameters, combined with ``and``/``or``/``not``) changes
+  from false to true. Either then sets each state it names to the value of its
+  expression (of the time, the states and the parameters just before the
+  event). ``initial_value`` (default true, as SBML's trigger attribute) says
+  whether the trigger counts as already true before the start: an event whose
+  trigger holds at the start (whose time is at or before the start time) fires
+  at the start only when ``initial_value`` is false;
 * expressions use ``+ - * / **`` (``^`` is read as power), parentheses, numbers,
   the functions listed in :data:`pbsens.model.symbolic.FUNCTIONS`, comparisons,
   ``and``/``or``/``not`` and ``piecewise(value1, condition1, ..., otherwise)``. As in
@@ -78,23 +84,33 @@ class Definition:
 
 @dataclass(frozen=True)
 class Event:
-    """A time-triggered event: at ``time`` (an expression of parameters) set states.
+    """An event: at ``time`` (an expression of parameters), or whenever ``trigger`` becomes true, set states.
 
-    ``assignments`` maps state names to expressions of the time, the states and
-    the parameters, all evaluated just before the event (SBML's delay-free
-    event with ``useValuesFromTriggerTime``). ``initial_value`` is the trigger's
-    value before the start (SBML's ``initialValue``): with ``True`` an event
-    whose time is at or before the start time never fires; with ``False`` it
-    fires at the start.
+    Exactly one of ``time`` and ``trigger`` is given (the other is None).
+    ``trigger`` is a condition on the time, the states and the parameters
+    (comparisons ``<``, ``<=``, ``>``, ``>=`` combined with ``and``/``or``/``not``);
+    the event fires each time it changes from false to true
+    (:mod:`pbsens.simulation.state_events`). ``assignments`` maps state names to
+    expressions of the time, the states and the parameters, all evaluated just
+    before the event (SBML's delay-free event). ``initial_value`` is the
+    trigger's value before the start (SBML's ``initialValue``): with ``True`` an
+    event whose trigger holds at the start (whose time is at or before the start
+    time) does not fire there; with ``False`` it fires at the start.
     """
 
     name: str
-    time: str
+    time: str | None
     assignments: dict
     initial_value: bool = True
+    trigger: str | None = None
 
     def to_dict(self) -> dict:
-        d = {"name": self.name, "time": self.time, "assignments": dict(self.assignments)}
+        d = {"name": self.name}
+        if self.trigger is not None:
+            d["trigger"] = self.trigger
+        else:
+            d["time"] = self.time
+        d["assignments"] = dict(self.assignments)
         if not self.initial_value:
             d["initial_value"] = False
         return d
@@ -187,7 +203,13 @@ class ModelSpec:
             if ev.name in event_names:
                 raise ModelError(f"{where}: event name {ev.name!r} is used twice")
             event_names.add(ev.name)
-            _check_expression(ev.time, f"{where}: time of event {ev.name!r}")
+            if (ev.time is None) == (ev.trigger is None):
+                raise ModelError(f"{where}: event {ev.name!r} needs exactly one of 'time' (a time-triggered "
+                                 "event) and 'trigger' (a state-triggered event)")
+            if ev.trigger is not None:
+                _check_expression(ev.trigger, f"{where}: trigger of event {ev.name!r}")
+            else:
+                _check_expression(ev.time, f"{where}: time of event {ev.name!r}")
             if not isinstance(ev.assignments, dict) or not ev.assignments:
                 raise ModelError(f"{where}: event {ev.name!r} needs a non-empty 'assignments' object "
                                  "{state: expression}")
@@ -321,15 +343,18 @@ def _req(entry, key, source, section):
 
 def _event(entry, source):
     name = _req(entry, "name", source, "events")
-    unknown = set(entry) - {"name", "time", "assignments", "initial_value"}
+    unknown = set(entry) - {"name", "time", "trigger", "assignments", "initial_value"}
     if unknown:
         raise ModelError(f"{source}: event {name!r} has unknown key(s) {sorted(unknown)}; allowed: name, time, "
-                         "assignments, initial_value")
+                         "trigger, assignments, initial_value")
+    if ("time" in entry) == ("trigger" in entry):
+        raise ModelError(f"{source}: event {name!r} needs exactly one of 'time' (time-triggered) and 'trigger' "
+                         "(state-triggered)")
     assignments = _req(entry, "assignments", source, "events")
     if not isinstance(assignments, dict):
         raise ModelError(f"{source}: 'assignments' of event {name!r} must be an object {{state: expression}}")
-    return Event(name=name, time=_req(entry, "time", source, "events"), assignments=dict(assignments),
-                 initial_value=entry.get("initial_value", True))
+    return Event(name=name, time=entry.get("time"), assignments=dict(assignments),
+                 initial_value=entry.get("initial_value", True), trigger=entry.get("trigger"))
 
 
 def _check_expression(expr, where):

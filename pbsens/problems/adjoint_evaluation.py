@@ -1,19 +1,23 @@
 """``Problem.evaluate(theta, method="exp2-adjoint")``: llh and its gradient by the post-hoc adjoint.
 
-Per condition the states are solved (Rodas5P by default, as for every method) and the
-outputs evaluated at the measurement times; after all conditions the measurement models give
-``dllh/dy`` and ``dllh/dsigma`` per row, and per condition one backward march
-(:func:`pbsens.sensitivity.adjoint.adjoint_gradient`, method ``exp2``) gives the gradient
-through the states from
+Per condition the states are solved as the forward ``method="exp2"`` solves them (Rodas5P by
+default; segments between breakpoints and time events, the preequilibration's steady state,
+``inf`` outputs; :func:`pbsens.simulation.adjoint.forward_states`) and the outputs evaluated at
+the measurement times; after all conditions the measurement models give ``dllh/dy`` and
+``dllh/dsigma`` per row, and per condition one backward pass
+(:func:`pbsens.simulation.adjoint.backward`: each segment's exp2 march transposed, midpoint
+correction included, and the jumps at breakpoints and events) gives the gradient through the
+states from
 
     dJ/dx(t_i) = sum_{rows at t_i} dllh/dy dh_y/dx + dllh/dsigma dh_sigma/dx,
 
 while ``dllh/dy dh/dp`` (the outputs' explicit dependence, mapped to ``theta`` with each row's
-own parameter map) is added directly. The march runs on the grid of ``substeps`` (default 4
-for Rodas5P, as the forward exp2) without the midpoint correction, whose transpose is not
-implemented yet. First slice (issue #40): no events, breakpoints, preequilibration or
-steady-state (``inf``) outputs; no Fisher information or residual Jacobians (they need the
-forward columns ``S``: use ``method="exp2"``).
+own parameter map) is added directly. The gradient equals the forward exp2 gradient on the same
+grids to rounding (docs/METHOD.md section 16). A preequilibration's ``lambda(0)`` (summed over the
+conditions that share it) goes through the transposed steady-state solve
+(:func:`pbsens.simulation.adjoint.steady_state_adjoint`), or, where the Newton form is not
+defined, the forward code's integrated ``S_ss``. No Fisher information or residual Jacobians (they
+need the forward columns ``S``: use ``method="exp2"``).
 """
 from __future__ import annotations
 
@@ -24,12 +28,13 @@ import numpy as np
 from ..errors import PbsensError, SolverError
 from .priors import dunscale, unscale
 
-__all__ = ["ADJOINT_METHOD", "evaluate_adjoint", "Unavailable"]
+__all__ = ["ADJOINT_METHOD", "Unavailable", "evaluate_adjoint"]
 
 #: The name of the adjoint method in ``Problem.evaluate(method=...)``.
 ADJOINT_METHOD = "exp2-adjoint"
-#: Options ``method="exp2-adjoint"`` accepts (the state solve's and the march's grid).
-_OPTIONS = ("solver", "rtol", "atol", "substeps", "reuse_tol", "max_steps")
+#: The march's options ``method="exp2-adjoint"`` accepts; any option that is not a march or
+#: forward-sensitivity option goes to the state solver, as for ``method="exp2"``.
+_MARCH_OPTIONS = ("substeps", "midpoint", "reuse_tol")
 
 
 class Unavailable:
@@ -50,107 +55,146 @@ def _unavailable(what):
                        "needs the forward sensitivity columns S: use method='exp2'")
 
 
-def _check_supported(problem, p_lin, opts):
-    """Raise a :class:`PbsensError` naming what the first slice of the adjoint does not support."""
-    bad = sorted(k for k in opts if k not in _OPTIONS)
+def _split(opts):
+    """``(solver, rtol, atol, march options, steady-state options, solver options)`` of the evaluation's
+    options; a march option the adjoint does not transpose raises :class:`PbsensError` naming it."""
+    from ..simulation.segments import FORWARD_OPTIONS, SENSITIVITY_OPTIONS
+    rest = dict(opts)
+    bad = sorted(k for k in rest if (k in SENSITIVITY_OPTIONS and k not in _MARCH_OPTIONS) or k in FORWARD_OPTIONS)
     if bad:
-        raise PbsensError(f"method={ADJOINT_METHOD!r}: options {bad} are not supported (accepted: "
-                          f"{', '.join(_OPTIONS)})")
+        raise PbsensError(f"method={ADJOINT_METHOD!r}: options {bad} are not supported (march options accepted: "
+                          f"{', '.join(_MARCH_OPTIONS)}; the adjoint transposes exp2 with the midpoint correction "
+                          "or on sub-steps, nothing frozen)")
+    # the steady states' options as the forward evaluation's (problem.steady_state_options_of): its
+    # tolerances and solver, then the caller's steady_state_options
+    ss = {k: rest[k] for k in ("rtol", "atol") if k in rest}
+    if isinstance(rest.get("solver"), str):
+        ss["solver"] = rest["solver"]
+    ss.update(rest.pop("steady_state_options", None) or {})
+    march = {k: rest.pop(k) for k in _MARCH_OPTIONS if k in rest}
+    solver, rtol, atol = rest.pop("solver"), rest.pop("rtol"), rest.pop("atol")
+    return solver, rtol, atol, march, ss, rest
+
+
+def _preequilibrate(problem, plan, p_lin, ss_opts, cache, notes, sens):
+    """The preequilibration's steady state (states only), shared by the conditions with the same start:
+    a dict with ``x_ss`` and what its adjoint needs; ``S_ss`` where the Newton form is not defined (the
+    forward code integrates it then, and so does this one)."""
+    from ..simulation.steady_state import _newton_form_defect, steady_state
+    pp = plan.pre.values(p_lin)
+    xp0, Sp0 = problem._initial(pp, plan.pre_init)
+    cols = np.flatnonzero(plan.pre.est >= 0)
+    key = (pp.tobytes(), xp0.tobytes(), cols.tobytes())
+    if key in cache:
+        return cache[key]
     model = problem.model
-    disc = model.discontinuities
-    for plan, name in zip(problem._plans, problem.conditions):
-        p = plan.sim.values(p_lin)
-        if disc.breakpoints(p)[0].size or disc.event_times(p)[0].size:
-            raise PbsensError(f"method={ADJOINT_METHOD!r} does not support models with events or breakpoints "
-                              f"yet (model {model.name!r}); use method='exp2'")
-        if plan.pre is not None:
-            raise PbsensError(f"method={ADJOINT_METHOD!r} does not support preequilibration yet (condition "
-                              f"{name!r}); use method='exp2'")
-        if plan.has_inf:
-            raise PbsensError(f"method={ADJOINT_METHOD!r} does not support steady-state (t = inf) measurements "
-                              f"yet (condition {name!r}); use method='exp2'")
+    ss = dict(ss_opts)
+    ss.pop("columns", None)
+    ss.pop("return_info", None)
+    mode = ss.get("sensitivity_mode", "auto")
+    x_ss, _, info = steady_state(model, pp, xp0, None, sensitivities=False, return_info=True, **ss)
+    why = None if mode == "integrate" or not sens else _newton_form_defect(model, 0.0, info["time"], xp0, x_ss, pp, cols)
+    S_ss = None
+    if sens and (mode == "integrate" or why is not None):
+        # as the forward code decides: S_ss integrated (or SolverError for sensitivity_mode="newton")
+        _, S_ss, info_s = steady_state(model, pp, xp0, Sp0, sensitivities=True, return_info=True, columns=cols,
+                                       **ss)
+        if info_s.get("note"):
+            notes.append(f"preequilibration {plan.preeq_id!r}: {info_s['note']}")
+    entry = dict(p=pp, x_ss=np.asarray(x_ss), t_ss=info["time"], S0=Sp0, cols=cols, est=plan.pre.est, S_ss=S_ss,
+                 lam=np.zeros(model.n_states))
+    cache[key] = entry
+    return entry
 
 
-def _solve(model, plan, p, x0, opts, substeps):
-    """The condition's trajectory on ``[0, last time]`` (None when every time is 0) and the states at its times."""
-    from ..solvers import solve_states
-    times = plan.times
-    if times[-1] <= 0.0:
-        return None, np.repeat(x0[None, :], times.size, axis=0)
-    kw = {k: opts[k] for k in ("max_steps",) if k in opts}
-    tr = solve_states(model, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, method=opts["solver"],
-                      rtol=opts["rtol"], atol=opts["atol"], dense_output=substeps > 1, **kw)
-    return tr, tr.x[tr.eval_index]
-
-
-def _state_gradient(model, tr, p, times, dJdx, S0, substeps, reuse_tol):
-    """``dJ/dp`` through the states of one condition (all model parameters)."""
-    from ..sensitivity.adjoint import adjoint_gradient
-    if tr is None:                       # outputs at t = 0 only: dJ/dp = S0^T sum_i c_i
-        return S0.T @ dJdx.sum(axis=0)
-    return adjoint_gradient(model, tr, p, times, dJdx, method="exp2", x0_sens=S0, substeps=substeps,
-                            reuse_tol=reuse_tol)
+def _start(problem, plan, p, p_lin, ss_opts, cache, notes, sens):
+    """``(x0, S0 or None, preequilibration entry or None)`` of one condition."""
+    if plan.pre is None:
+        x0, S0 = problem._initial(p, plan.reinit)
+        return x0, S0, None
+    pre = _preequilibrate(problem, plan, p_lin, ss_opts, cache, notes, sens)
+    x0 = np.array(pre["x_ss"], dtype=np.float64)
+    for i, j in plan.reinit:
+        x0[i] = p[j]
+    return x0, None, pre
 
 
 def evaluate_adjoint(problem, th, sensitivities, opts, outputs):
     """The fields of ``evaluate(th, method="exp2-adjoint")``'s :class:`~pbsens.problems.problem.EvaluationResult`
     (a dict; ``y``, the simulated observables, in place of the lazy simulation table). ``outputs``: the
     model's bound output kernel."""
-    from ..sensitivity.options import DEFAULT_SUBSTEPS
+    from ..simulation.adjoint import forward_states
     t_all = time.perf_counter()
     p_lin = unscale(th, problem._scales)
     dpdth = dunscale(th, problem._scales)
-    _check_supported(problem, p_lin, opts)
-    substeps = opts.get("substeps") or DEFAULT_SUBSTEPS.get(opts["solver"], 1)
-    reuse_tol = opts.get("reuse_tol", 1e-12)
-    model, rows = problem.model, problem._rows
-    R = rows["measurement"].size
+    solver, rtol, atol, march, ss_opts, solver_opts = _split(opts)
+    model = problem.model
+    R = problem._rows["measurement"].size
     y, sig = np.empty(R), np.empty(R)
-    timing, kept = {}, []
+    timing, kept, cache, notes = {}, [], {}, []
     for ci, plan in enumerate(problem._plans):
         name = problem.conditions[ci]
         t0 = time.perf_counter()
         p = plan.sim.values(p_lin)
-        x0, S0 = problem._initial(p, plan.reinit)
+        te = np.concatenate([plan.times, [np.inf]]) if plan.has_inf else plan.times
         try:
-            tr, x = _solve(model, plan, p, x0, opts, substeps)
+            x0, S0, pre = _start(problem, plan, p, p_lin, ss_opts, cache, notes, sensitivities)
+            tape = forward_states(model, te, p, x0, solver=solver, rtol=rtol, atol=atol,
+                                  columns=np.flatnonzero(plan.sim.est >= 0), steady_state_options=ss_opts,
+                                  solver_options=solver_opts, **march)
         except SolverError as exc:
             raise SolverError(f"condition {name!r}: {exc}") from None
-        _, JX, JP = problem._condition_outputs(ci, x, p_lin, th.size, sensitivities, outputs, y, sig)
-        kept.append((plan, tr, p, S0, JX, JP))
+        _, JX, JP = problem._condition_outputs(ci, tape.x, p_lin, th.size, sensitivities, outputs, y, sig)
+        kept.append((plan, tape, S0, pre, JX, JP))
         timing[name] = time.perf_counter() - t0
     problem._check_outputs(y, sig)
     llh_i, chi2_i, g_y, g_s, _, _, resid = problem._noise.terms(y, sig)
     grad = None
     if sensitivities:
-        grad = _gradient(problem, kept, g_y, g_s, dpdth, substeps, reuse_tol, timing)
+        grad = _gradient(problem, kept, cache, g_y, g_s, dpdth, timing)
     timing["total"] = time.perf_counter() - t_all
     return dict(llh=float(np.sum(llh_i)), chi2=float(np.sum(chi2_i)), gradient=grad,
                 fim=_unavailable("the Fisher information") if sensitivities else None,
                 y=y, timing=timing, theta=th, residuals=resid, sigmas=sig,
                 residual_jacobian=_unavailable("the residual Jacobian") if sensitivities else None,
-                sigma_jacobian=_unavailable("the noise Jacobian") if sensitivities else None)
+                sigma_jacobian=_unavailable("the noise Jacobian") if sensitivities else None, notes=notes)
 
 
-def _gradient(problem, kept, g_y, g_s, dpdth, substeps, reuse_tol, timing):
-    """``d llh / d theta``: per condition one adjoint march, plus the outputs' explicit terms."""
+def _add_theta(grad, g_model, est, dpdth):
+    """``grad += d/dtheta`` of the model-parameter gradient ``g_model`` through the map ``est``."""
+    on = est >= 0
+    np.add.at(grad, est[on], g_model[on] * dpdth[est[on]])
+
+
+def _gradient(problem, kept, cache, g_y, g_s, dpdth, timing):
+    """``d llh / d theta``: per condition one backward pass, per preequilibration one transposed
+    steady-state solve, plus the outputs' explicit terms."""
+    from ..simulation.adjoint import backward, steady_state_adjoint
     model, rows = problem.model, problem._rows
     R, npar = g_y.size, model.n_params
     explicit = np.zeros((R, npar))              # dllh/dp at fixed states, per row (row's own map)
     grad = np.zeros(problem.dim)
-    for ci, (plan, tr, p, S0, JX, JP) in enumerate(kept):
+    for ci, (plan, tape, S0, pre, JX, JP) in enumerate(kept):
         name = problem.conditions[ci]
         t0 = time.perf_counter()
         mp = problem._maps[ci]
         rr, rg, oy, os_ = mp["rows"], mp["g"], mp["oy"], mp["os"]
         gy, gs = g_y[rr][:, None], g_s[rr][:, None]
         explicit[rr] = gy * JP[rg, oy] + gs * JP[rg, os_]
-        dJdx = np.zeros((plan.times.size, model.n_states))
+        dJdx = np.zeros((tape.x.shape[0], model.n_states))
         np.add.at(dJdx, mp["k"][rg], gy * JX[rg, oy] + gs * JX[rg, os_])
         try:
-            g_state = _state_gradient(model, tr, p, plan.times, dJdx, S0, substeps, reuse_tol)
+            lam0, g_state = backward(model, tape, dJdx)
         except SolverError as exc:
             raise SolverError(f"condition {name!r}: {exc}") from None
+        if pre is None:
+            g_state = g_state + S0.T @ lam0
+        else:
+            lam0 = lam0.copy()
+            for i, j in plan.reinit:             # x0[i] = p[j] after the preequilibration
+                g_state[j] += lam0[i]
+                lam0[i] = 0.0
+            pre["lam"] += lam0
         est = plan.sim.est
         # a parameter the states depend on must map to the same estimated parameter in every row
         differ = np.any(rows["est"][rr] != est[None, :], axis=0) & (g_state != 0.0)
@@ -159,7 +203,16 @@ def _gradient(problem, kept, g_y, g_s, dpdth, substeps, reuse_tol, timing):
             raise PbsensError(f"method={ADJOINT_METHOD!r}: in condition {name!r} model parameter "
                               f"{model.param_names[j]!r} changes the states but measurement rows map it to "
                               "different estimated parameters; use method='exp2'")
-        on = est >= 0
-        np.add.at(grad, est[on], g_state[on] * dpdth[est[on]])
+        _add_theta(grad, g_state, est, dpdth)
         timing[name] += time.perf_counter() - t0
+    for pre in cache.values():                  # each preequilibration once, lambda summed over its conditions
+        if pre["S_ss"] is not None:             # integrated S_ss (Newton form not defined)
+            g_pre = pre["S_ss"].T @ pre["lam"]
+        else:
+            lam_start, g_pre = steady_state_adjoint(model, pre["t_ss"], pre["x_ss"], pre["p"], pre["lam"],
+                                                    pre["cols"])
+            g_pre = g_pre + pre["S0"].T @ lam_start
+        mask = np.zeros(npar, dtype=bool)
+        mask[pre["cols"]] = True
+        _add_theta(grad, np.where(mask, g_pre, 0.0), pre["est"], dpdth)
     return grad + problem._to_theta(explicit, dpdth).sum(axis=0)

@@ -29,8 +29,8 @@ def problem_conditions(problem, theta=None, steady_state_tol=(1e-10, 1e-12), ste
     ``max_nfev``, ...), and the condition's state overrides), and its finite output
     times with ``t0 = 0`` first. Conditions sharing a preequilibration (same
     parameters and start) share its steady state. ``has_stops``: a breakpoint lies
-    in ``(0, times[-1])`` or an event in
-    ``(0, times[-1]]`` (the plain post-hoc march does not apply across it;
+    in ``(0, times[-1])``, an event in
+    ``(0, times[-1]]`` or the model has state-triggered events (the plain post-hoc march does not apply across it;
     :func:`pbsens.simulation.segments.simulate` does). A breakpoint at the last
     output time changes nothing before it; there the march gives ``S`` without
     the jump ``(f_- - f_+) dtau/dp``.
@@ -55,7 +55,8 @@ def problem_conditions(problem, theta=None, steady_state_tol=(1e-10, 1e-12), ste
         disc = m.discontinuities
         tb, _ = disc.breakpoints(p)
         te, _ = disc.event_times(p)
-        has_stops = bool(np.any((tb > 0) & (tb < times[-1])) or np.any((te > 0) & (te <= times[-1])))
+        has_stops = bool(np.any((tb > 0) & (tb < times[-1])) or np.any((te > 0) & (te <= times[-1]))
+                         or disc.n_state_events)
         if plan.pre is None:
             x0, S0 = problem._initial(p, plan.reinit)
         else:

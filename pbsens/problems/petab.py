@@ -373,7 +373,7 @@ def build_model(problem, files):
             outputs.append(Definition(nm, expr))
     spec = ModelSpec(name=f"petab_{base.name}", states=list(base.states), parameters=params,
                      odes=dict(base.odes), definitions=defs, outputs=outputs, time=base.time,
-                     title=base.title, meta=dict(base.meta))
+                     title=base.title, meta=dict(base.meta), events=tuple(base.events))
     try:
         spec.validate()
     except ModelError as exc:

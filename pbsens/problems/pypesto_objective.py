@@ -26,7 +26,8 @@ noise formula that is not positive at ``x``, a :class:`~pbsens.problems.PetabErr
 not raised: ``fval = inf`` and NaN in ``grad``, ``hess``, ``res``, ``sres``, as pyPESTO's
 AMICI objective reports a failed AMICI simulation (``get_error_output``), so optimisers
 reject the step. Invalid input (a ``theta`` of the wrong length, an unknown method)
-still raises.
+still raises. With ``method="exp2-adjoint"`` (issue #40) the objective offers ``fval`` and
+``grad`` only (no FIM, no residuals).
 
 pyPESTO is imported on first use; without it, :class:`PypestoMissingError`
 (``pip install pbsens[fit]``). The objective class is built then too, and is reachable as
@@ -85,8 +86,12 @@ def _objective_class():
                 raise PbsensError(f"'problem' must be a pbsens Problem (pbsens.petab.load), got {type(problem).__name__}")
             from ..sensitivity.methods import FORWARD
             from ..sensitivity.posthoc import METHODS
-            if method != FORWARD and method not in METHODS:
-                raise PbsensError(f"'method' must be 'fs' or one of {', '.join(METHODS)}, got {method!r}")
+            from .adjoint_evaluation import ADJOINT_METHOD
+            if method != FORWARD and method != ADJOINT_METHOD and method not in METHODS:
+                raise PbsensError(f"'method' must be 'fs', {ADJOINT_METHOD!r} or one of {', '.join(METHODS)}, "
+                                  f"got {method!r}")
+            # the adjoint computes llh and gradient only: no FIM (sensi order 2) and no residuals (mode "res")
+            self._gradient_only = method == ADJOINT_METHOD
             if hessian not in HESSIANS:
                 raise PbsensError(f"'hessian' must be one of {', '.join(map(repr, HESSIANS))}, got {hessian!r}")
             if hessian == "gauss-newton" and not _has_residual_jacobian():
@@ -106,7 +111,7 @@ def _objective_class():
             if mode == MODE_FUN:
                 return True
             if mode == MODE_RES:
-                return _has_residual_jacobian()
+                return _has_residual_jacobian() and not self._gradient_only
             raise ValueError(f"Unknown mode {mode}.")
 
         def check_sensi_orders(self, sensi_orders, mode) -> bool:
@@ -114,7 +119,8 @@ def _objective_class():
                 return True
             if not self.check_mode(mode):
                 return False
-            return max(sensi_orders) <= (2 if mode == MODE_FUN else 1) and min(sensi_orders) >= 0
+            top = 1 if self._gradient_only else (2 if mode == MODE_FUN else 1)
+            return max(sensi_orders) <= top and min(sensi_orders) >= 0
 
         # ---- evaluation
         def call_unprocessed(self, x, sensi_orders, mode, return_dict=False, **kwargs):
@@ -224,7 +230,10 @@ def pypesto_objective(problem, method="exp2", *, prior=False, hessian="fim", **s
     problem : Problem
         From :func:`pbsens.petab.load`.
     method : str
-        As in :meth:`Problem.evaluate` (a post-hoc method or ``"fs"``).
+        As in :meth:`Problem.evaluate` (a post-hoc method, ``"fs"`` or ``"exp2-adjoint"``). The
+        adjoint gives ``fval`` and ``grad`` only: ``check_sensi_orders`` admits no order 2 (no FIM:
+        it needs the forward columns of ``S``, ``method="exp2"``) and ``check_mode("mode_res")`` is
+        False, so an optimiser that asks for them is refused by pyPESTO before any evaluation.
     prior : bool
         Add the PEtab objective priors (:attr:`Problem.priors`): ``-log prior`` to
         ``fval``, its gradient to ``grad`` and the prior precision to ``hess`` (as

@@ -9,12 +9,15 @@ backward over the same grid (:mod:`pbsens.kernels.adjoint`; docs/METHOD.md secti
                                                                   + S_0^T lambda_0 + dJ/dp|explicit
 
 with the forward exponential step's own ``E``, ``F`` (``exp``), or ``E``, ``G1``, ``G2`` of the
-midpoint matrix (``exp2``): the discrete adjoint of the forward march, equal to the forward
-march's contracted gradient to rounding. The grid is the one :func:`pbsens.sensitivities` marches
-on with ``midpoint=False, freeze=0``: the trajectory's grid, refined by ``substeps`` from its
-dense output, with the output times merged in. This module knows nothing of numba.
+midpoint matrix (``exp2``), with the transpose of the midpoint correction on the long intervals:
+the discrete adjoint of the forward march, equal to the forward march's contracted gradient to
+rounding. The grid is the one :func:`pbsens.sensitivities` marches on (``freeze=0``): the
+trajectory's grid with the output times merged in, less the lone points of the midpoint
+correction, or refined by ``substeps`` without it. This module knows nothing of numba.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -22,11 +25,12 @@ from ..errors import PbsensError
 from ..kernels.codes import METHOD_EXP, METHOD_EXP2
 from ..model.model import check_model
 from ..solvers import Trajectory, check_t_eval, solve_states
+from ..solvers.refine import midpoint_plan, without_lone_points
+from ..system.threads import limit_blas_threads
 from .march_setup import setup_march
 from .options import check_options
-from ..system.threads import limit_blas_threads
 
-__all__ = ["adjoint_gradient", "ADJOINT_METHODS"]
+__all__ = ["ADJOINT_METHODS", "adjoint_gradient", "march_backward", "march_plan"]
 
 #: The post-hoc methods with an adjoint march.
 ADJOINT_METHODS = {"exp": METHOD_EXP, "exp2": METHOD_EXP2}
@@ -90,9 +94,46 @@ def _check_dJdp(dJdp, npar):
     return d
 
 
+def march_plan(model, trajectory, p, t_out, method="exp2", x0_sens=None, *, substeps=None, reuse_tol=1e-12,
+               midpoint=None):
+    """The grid, states, output rows and midpoint plan the forward march of ``method`` would use.
+
+    Returns ``(setup, mid)``: the :class:`~pbsens.sensitivity.march_setup.MarchSetup` (its ``t``,
+    ``x``, ``out_index`` the grid marched, less the lone points where the midpoint correction
+    applies) and ``mid = (X_mid, mid_index)`` or None. ``substeps=None`` resolves as
+    :func:`pbsens.sensitivities` does (4 for a Rodas5P trajectory with dense output), and so does
+    ``midpoint=None`` (the correction for ``exp2`` where ``substeps`` calls intervals long);
+    ``midpoint=False`` refines the grid by ``substeps`` instead, without freezing (``freeze=0``: the
+    forward march's freezing test reads ``S``, which the adjoint does not have).
+    """
+    opts = check_options(model, t_eval=t_out, S0=x0_sens, method=method, solver="LSODA", rtol=1e-5, atol=1e-6,
+                         n_factor=10.0, n_max=100, eq_tol=1e-4, norm="1", interpolation="linear",
+                         reuse_tol=reuse_tol, substeps=substeps, estimate_error=False, sens_rtol=None,
+                         sens_atol=None, state_error=None, max_refine=12, max_split=64, max_grid_factor=200,
+                         max_substeps=10_000_000, tighten_states=False, linalg="dense", freeze=0.0,
+                         midpoint=midpoint)
+    setup = setup_march(model, opts, trajectory, p=p, x0=None, S0=x0_sens, t_eval=t_out, t_span=None, params=None,
+                        solve=solve_states, bind=_no_plan)
+    mid = None
+    if setup.use_mid:
+        t, x, out_index = without_lone_points(setup.t, setup.x, setup.out_index, setup.sol,
+                                              getattr(setup.trajectory, "tstops", None))
+        setup = dataclasses.replace(setup, t=t, x=x, out_index=out_index)
+        mid = midpoint_plan(t, setup.sol, setup.substeps)
+    return setup, opts, mid
+
+
+def march_backward(model, setup, opts, mid, dJdx, lam_end=None):
+    """``(lambda(t_0), grad)``: the backward march over ``setup``'s grid (:func:`march_plan`) with
+    ``c_i = dJdx[i]`` at the output times and ``lam_end`` carried into the last grid point;
+    ``grad`` holds the intervals' ``B^T`` terms only (not ``S_0^T lambda_0``)."""
+    return _bound(model)(setup.t, setup.x, setup.p, model.constants, setup.out_index, dJdx,
+                         ADJOINT_METHODS[opts.method], opts.reuse_tol, lam_end, mid)
+
+
 @limit_blas_threads()
 def adjoint_gradient(model, trajectory, p, t_out, dJdx, dJdp_explicit=None, method="exp", x0_sens=None, *,
-                     substeps=1, reuse_tol=1e-12, return_lambda=False):
+                     substeps=1, reuse_tol=1e-12, midpoint=None, return_lambda=False):
     """``dJ/dp`` of ``J`` with ``dJ/dx(t_out[i]) = dJdx[i]``, by one backward (adjoint) march.
 
     Parameters
@@ -114,20 +155,28 @@ def adjoint_gradient(model, trajectory, p, t_out, dJdx, dJdp_explicit=None, meth
         The transpose of this forward exponential march.
     x0_sens : array_like (n_states, n_params), optional
         ``dx0/dp``; default from the model (``model.initial_sensitivity(p)``).
-    substeps : int
-        The grid: 1 (default) the trajectory's own; ``m > 1`` every accepted step split into
-        ``m`` parts from the dense output (the forward march's ``substeps`` with
-        ``midpoint=False, freeze=0``).
+    substeps : int or None
+        The grid: 1 (default) the trajectory's own; ``m > 1`` (or None: 4 for a Rodas5P
+        trajectory with dense output, as :func:`pbsens.sensitivities`) intervals longer than
+        ``1/m`` of their accepted step are long: with ``method="exp2"`` and ``midpoint`` they
+        take the midpoint correction, else they are split into ``m`` parts from the dense output.
     reuse_tol : float
         Reuse the previous interval's matrix functions within this relative change (as the
         forward march).
+    midpoint : bool, optional
+        ``exp2``: the transpose of the midpoint correction on the long intervals (METHOD.md
+        sections 14, 16), as :func:`pbsens.sensitivities` (``None``: ``DEFAULT_MIDPOINT``, on);
+        False: sub-steps instead (``freeze=0``).
     return_lambda : bool
         Also return ``lambda(t_0)`` (``dJ/dx0``).
 
     Returns
     -------
     ndarray (n_params,)
-        The gradient; with ``return_lambda``, ``(gradient, lambda0)``.
+        The gradient; with ``return_lambda``, ``(gradient, lambda0)``. It equals, to rounding, the
+        forward march's ``sum_i dJdx[i] S(t_out[i]) + dJdp_explicit`` for
+        ``sensitivities(model, trajectory, method, t_eval=t_out, substeps=substeps, midpoint=midpoint,
+        freeze=0, linalg="dense")``.
 
     Raises
     ------
@@ -147,18 +196,10 @@ def adjoint_gradient(model, trajectory, p, t_out, dJdx, dJdp_explicit=None, meth
     if isinstance(trajectory, Trajectory) and trajectory.sol is None and substeps not in (None, 1):
         raise PbsensError("'substeps' > 1 needs a Trajectory with dense output "
                           "(solve_states(..., dense_output=True))")
-    opts = check_options(model, t_eval=t_out, S0=x0_sens, method=method, solver="LSODA", rtol=1e-5, atol=1e-6,
-                         n_factor=10.0, n_max=100, eq_tol=1e-4, norm="1", interpolation="linear",
-                         reuse_tol=reuse_tol, substeps=substeps, estimate_error=False, sens_rtol=None,
-                         sens_atol=None, state_error=None, max_refine=12, max_split=64, max_grid_factor=200,
-                         max_substeps=10_000_000, tighten_states=False, linalg="dense", freeze=0.0,
-                         midpoint=False)
-    setup = setup_march(model, opts, trajectory, p=p, x0=None, S0=x0_sens, t_eval=t_out, t_span=None, params=None,
-                        solve=solve_states, bind=_no_plan)
-    nx, npar = model.n_states, model.n_params
-    d = _check_dJdx(dJdx, setup.t_out.size, nx)
-    explicit = _check_dJdp(dJdp_explicit, npar)
-    lam0, grad = _bound(model)(setup.t, setup.x, setup.p, model.constants, setup.out_index, d,
-                               ADJOINT_METHODS[method], opts.reuse_tol)
+    setup, opts, mid = march_plan(model, trajectory, p, t_out, method, x0_sens, substeps=substeps,
+                                  reuse_tol=reuse_tol, midpoint=midpoint)
+    d = _check_dJdx(dJdx, setup.t_out.size, model.n_states)
+    explicit = _check_dJdp(dJdp_explicit, model.n_params)
+    lam0, grad = march_backward(model, setup, opts, mid, d)
     grad = grad + setup.S_full.T @ lam0 + explicit
     return (grad, lam0) if return_lambda else grad

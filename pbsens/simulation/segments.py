@@ -44,6 +44,14 @@ Conventions
   does not enter the sensitivities.
 * Several events at the same time are executed one after the other in the
   model's order, each from the state the previous one left.
+* **State-triggered events** (:mod:`pbsens.simulation.state_events`): each
+  segment's state solve is scanned for a trigger turning true; at its time
+  ``t*`` the segment is cut (solved again up to ``t*``, so a segment with an
+  event costs one more state solve; for ``"fs"`` the scan is a state solve of
+  its own), the event applied with ``dtau/dp = dt*/dp`` and the solve resumed
+  at ``t*`` (no shift: the right-hand side does not switch there). An event
+  whose trigger holds at ``t0`` fires there when its ``initial_value`` is
+  false; a jump that makes a trigger true fires that event at once.
 """
 from __future__ import annotations
 
@@ -55,6 +63,7 @@ import numpy as np
 from ..errors import PbsensError, SolverError
 from ..sensitivity.methods import FORWARD
 from ..solvers.trajectory import check_time
+from .state_events import MAX_EVENTS, TriggerWatch, apply_event
 from .steady_state import steady_state
 
 __all__ = ["simulate", "run_checked", "split_options", "Simulation", "SENSITIVITY_OPTIONS"]
@@ -152,46 +161,44 @@ def _stops(model, p, t0, t_last):
         if t0 < tb[b] <= t_last:
             stops.setdefault(float(tb[b]), ([], []))[0].append(dtb[b])
     start_shift = bool(np.any(tb == t0))
-    for k in range(te.size):
-        if t0 < te[k] <= t_last:
-            stops.setdefault(float(te[k]), ([], []))[1].append((k, dte[k]))
-        elif te[k] <= t0 and not disc.event_initial_values[k]:
+    for i, k in enumerate(disc.time_events):
+        if t0 < te[i] <= t_last:
+            stops.setdefault(float(te[i]), ([], []))[1].append((k, dte[i]))
+        elif te[i] <= t0 and not disc.event_initial_values[k]:
             at_start.append(k)
     return [(tau, *stops[tau]) for tau in sorted(stops)], at_start, start_shift
 
 
-def _apply_event(model, k, tau, x, S, p, dtau, t_after, carried=None):
-    disc = model.discontinuities
-    xn, Gx, Gp, Gt = disc.apply_event(k, tau, x, p)
-    if not np.all(np.isfinite(xn)):
-        raise PbsensError(f"model {model.name!r}: event {disc.event_names[k]!r} at t = {tau:.6g} sets a state to "
-                          "NaN or inf")
-    if S is not None:
-        Sn = Gx @ S + Gp
-        if dtau is not None and np.any(dtau != 0):
-            f_minus = model.rhs(t_after, x, p)
-            f_plus = model.rhs(t_after, xn, p)
-            Sn += np.outer(Gx @ f_minus - f_plus + Gt, dtau)
-        if not np.all(np.isfinite(Sn)):
-            raise PbsensError(f"model {model.name!r}: the sensitivities after event {disc.event_names[k]!r} at "
-                              f"t = {tau:.6g} are NaN or inf")
-        S = Sn
-    if carried is not None:
-        # an error e in S_- becomes G_x e (the other terms of the jump depend on x only)
-        return xn, S, Gx @ carried
-    return xn, S
+def _state_solver(method, sens, solver, checked):
+    """The state solve (``solve_states`` or, after an earlier call checked the arguments, the compiled
+    Rodas5P directly) and the solver name it uses for this method."""
+    from ..solvers import solve_states
+    if method == FORWARD and sens:
+        return solve_states, solver or "BDF"
+    if checked and solver == "rodas5p":
+        return _solve_rodas5p, solver
+    return solve_states, solver or "LSODA"
+
+
+def _scan_segment(model, watch, a, b, outs, x, p, method, sens, solver, rtol, atol, solver_opts, checked):
+    """Solve the states on ``[a, b]`` (with dense output) and look for a state event in it:
+    ``(hit, tr)``, ``hit`` as :meth:`TriggerWatch.scan` returns it (None: no event)."""
+    solve, name = _state_solver(method, sens, solver, checked)
+    times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
+    tr = solve(model, (a, b), t_eval=times, p=p, x0=x, method=name, rtol=rtol, atol=atol, dense_output=True,
+               **solver_opts)
+    return watch.scan(tr), tr
 
 
 def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts,
-             checked=False, carried=None):
+             checked=False, carried=None, tr=None):
     """Integrate ``[a, b]``; return (x at outs (n, nx), S at outs or None, x(b), S(b)), and with
-    ``carried`` (the estimated error of ``S`` at ``a``, signed) the estimated error of S at outs and at b."""
+    ``carried`` (the estimated error of ``S`` at ``a``, signed) the estimated error of S at outs and at b.
+    ``tr``: the state trajectory on ``[a, b]`` with these outputs, when already solved (post-hoc methods)."""
     from ..sensitivity.forward import forward_sensitivities
     from ..sensitivity.posthoc import sensitivities
-    from ..solvers import solve_states
     times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
-    if checked and solver == "rodas5p" and not (method == FORWARD and sens):
-        solve_states = _solve_rodas5p   # noqa: F811  (arguments checked by an earlier simulate call)
+    solve_states, _ = _state_solver(method, sens, solver, checked)
     if method == FORWARD and sens:
         r = forward_sensitivities(model, (a, b), t_eval=times, p=p, x0=x, S0=S, method=solver or "BDF",
                                   rtol=rtol, atol=atol, **fs_opts, **solver_opts)
@@ -202,8 +209,12 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
         interp = sens_opts.get("interpolation", "linear")
         substeps = sens_opts.get("substeps") or DEFAULT_SUBSTEPS.get(solver, 1)
         # dense output only when the march needs it (interpolated outputs, or a refined grid, e.g. rodas5p's)
-        tr = solve_states(model, (a, b), t_eval=times, p=p, x0=x, method=solver, rtol=rtol, atol=atol,
-                          dense_output=interp == "dense" or (sens and substeps > 1), **solver_opts)
+        dense = interp == "dense" or (sens and substeps > 1)
+        if tr is None:
+            tr = solve_states(model, (a, b), t_eval=times, p=p, x0=x, method=solver, rtol=rtol, atol=atol,
+                              dense_output=dense, **solver_opts)
+        elif not dense:
+            tr.sol = None
         X = tr.x[tr.eval_index]
         SS = None
         if sens:
@@ -220,6 +231,41 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
     if carried is not None:
         return out + (err[idx], err[-1].copy())
     return out
+
+
+class _Outputs:
+    """The outputs of one simulation as its spans fill them, with the time spent and the spans solved."""
+
+    def __init__(self, K, nx, np_, sens, estimate_error):
+        self.X = np.empty((K, nx))
+        self.S = np.empty((K, nx, np_)) if sens else None
+        self.E = np.empty((K, nx, np_)) if estimate_error else None
+        self.seg_time = 0.0
+        self.spans = []
+
+    def span(self, model, a, b, sel, finite, x, S, p, carried, tr, seg_args):
+        """Solve ``[a, b]`` (nothing when ``b <= a``), fill the outputs ``sel``; ``(x, S, carried)`` at ``b``."""
+        method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts, checked = seg_args
+        if b > a:
+            t1 = time.perf_counter()
+            seg = _segment(model, a, b, finite[sel], x, S, p, method, sens, solver, rtol, atol,
+                           sens_opts, fs_opts, solver_opts, checked, carried=carried, tr=tr)
+            Xs, Ss, x, S_end = seg[:4]
+            if carried is not None:
+                self.E[sel], carried = seg[4], seg[5]
+            self.seg_time += time.perf_counter() - t1
+            self.spans.append((a, b))
+            self.X[sel] = Xs
+            if sens:
+                self.S[sel] = Ss
+                S = S_end
+        else:
+            self.X[sel] = x
+            if sens:
+                self.S[sel] = S
+            if carried is not None:
+                self.E[sel] = carried
+        return x, S, carried
 
 
 def _solve_rodas5p(model, t_span, *, method, **kwargs):
@@ -294,7 +340,7 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     PbsensError
         Bad arguments (named); :class:`~pbsens.errors.SolverError` when a solve fails.
     UnsupportedModelError
-        The model has an event this function cannot execute (state-triggered).
+        Two state-triggered events fire at the same instant (``"simultaneous events"``).
     """
     t_start = time.perf_counter()
     t0 = check_time(t0, "t0")
@@ -384,15 +430,16 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
     disc = model.discontinuities
     fired = []
     carried = np.zeros((nx, np_)) if estimate_error else None
-    E_out = np.empty((te.size, nx, np_)) if estimate_error else None
+    out = _Outputs(te.size, nx, np_, sens, estimate_error)
     for k in at_start:
-        x, S = _apply_event(model, k, t0, x, S, p, None, t0)
+        x, S = apply_event(model, k, t0, x, S, p, None, t0)
         fired.append((disc.event_names[k], t0))
+    watch = TriggerWatch(model, p, rtol, atol) if disc.n_state_events else None
+    if watch is not None:
+        x, S, carried, more = watch.cascade(t0, x, S, p, None, carried)
+        fired += more
 
-    X_out = np.empty((te.size, nx))
-    S_out = np.empty((te.size, nx, np_)) if sens else None
-    seg_time = 0.0
-    spans = []
+    seg_args = (method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts, checked)
     cur = t0
     cur_is_stop = start_shift
     bounds = [(tau, tb, ev) for tau, tb, ev in stops]
@@ -400,32 +447,28 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
         bounds.append((t_last, None, None))
     for tau, tb, ev in bounds:
         final = tb is None
-        a = cur + _SHIFT * max(1.0, abs(cur)) if cur_is_stop else cur
-        if final:
-            b = tau
-            sel = np.flatnonzero((finite >= cur) & (finite <= tau))
-        else:
-            b = tau - _SHIFT * max(1.0, abs(tau))
-            sel = np.flatnonzero((finite >= cur) & (finite < tau))
-        if b > a:
-            t1 = time.perf_counter()
-            seg = _segment(model, a, b, finite[sel], x, S, p, method, sens, solver, rtol, atol,
-                           sens_opts, fs_opts, solver_opts, checked, carried=carried)
-            Xs, Ss, x, S_end = seg[:4]
-            if carried is not None:
-                E_out[sel], carried = seg[4], seg[5]
-            seg_time += time.perf_counter() - t1
-            spans.append((a, b))
-            X_out[sel] = Xs
-            if sens:
-                S_out[sel] = Ss
-                S = S_end
-        else:
-            X_out[sel] = x
-            if sens:
-                S_out[sel] = S
-            if carried is not None:
-                E_out[sel] = carried
+        while True:
+            a = cur + _SHIFT * max(1.0, abs(cur)) if cur_is_stop else cur
+            b = tau if final else tau - _SHIFT * max(1.0, abs(tau))
+            sel = np.flatnonzero((finite >= cur) & ((finite <= tau) if final else (finite < tau)))
+            hit, tr = None, None
+            if watch is not None and b > a:
+                t1 = time.perf_counter()
+                hit, tr = _scan_segment(model, watch, a, b, finite[sel], x, p, method, sens, solver, rtol, atol,
+                                        solver_opts, checked)
+                out.seg_time += time.perf_counter() - t1
+                if hit is not None:       # stop at the event: outputs before it now, the rest after it
+                    b, tr = hit[0], None
+                    sel = np.flatnonzero((finite >= cur) & (finite < b))
+            x, S, carried = out.span(model, a, b, sel, finite, x, S, p, carried, tr, seg_args)
+            if hit is None:
+                break
+            x, S, carried, more = watch.fire_root(*hit, x, S, p, carried)
+            fired += more
+            if len(fired) > MAX_EVENTS:
+                raise SolverError(f"model {model.name!r}: more than {MAX_EVENTS} events by t = {hit[0]:.6g} "
+                                  "(a trigger that switches without end?)")
+            cur, cur_is_stop = hit[0], False
         if final:
             break
         # ---- jumps at tau: breakpoints, then events in the model's order
@@ -435,13 +478,19 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
             shift = _breakpoint_shift(model, tau, tb, columns)
             if shift is not None:
                 S = S + np.outer(model.rhs(t_before, x, p) - model.rhs(t_after, x, p), shift)
+        dtau_last = None
         for k, dtau in ev or ():
             if carried is not None:
-                x, S, carried = _apply_event(model, k, tau, x, S, p, dtau, t_after, carried)
+                x, S, carried = apply_event(model, k, tau, x, S, p, dtau, t_after, carried)
             else:
-                x, S = _apply_event(model, k, tau, x, S, p, dtau, t_after)
+                x, S = apply_event(model, k, tau, x, S, p, dtau, t_after)
             fired.append((disc.event_names[k], tau))
+            dtau_last = dtau
+        if watch is not None:     # a jump may make a trigger true: its event fires now, moving as the stop does
+            x, S, carried, more = watch.cascade(tau, x, S, p, dtau_last if S is not None else None, carried)
+            fired += more
         cur, cur_is_stop = tau, True
+    X_out, S_out, E_out, seg_time, spans = out.X, out.S, out.E, out.seg_time, out.spans
 
     ss_info = None
     t_ss = 0.0

@@ -13,8 +13,10 @@ Where each part lives
 ``mathml``             MathML -> dialect, function definitions, piecewise
 ``to_mathml``          dialect -> MathML (for writing)
 ``rules``              assignment/rate rules, initial assignments and values, order
-``compartments``       compartments, species amounts vs concentrations, conversion
-``reactions``          participants, stoichiometry, species right-hand sides
+``compartments``       compartments, species amounts vs concentrations, conversion,
+                       non-constant compartments
+``reactions``          participants, stoichiometry (also variable), species right-hand sides
+``rates``              the ``rateOf`` csymbol
 ``names``              SBML ids -> spec names, time name, local parameters
 ``events``             time-triggered SBML events -> spec events
 ``annotation``         the pbsens annotation (name, time, outputs, meta)
@@ -25,8 +27,8 @@ Where each part lives
 How SBML maps onto a spec
 -------------------------
 * **States** are the species changed by reactions (not ``boundaryCondition``, not
-  ``constant``), species with a rate rule, and parameters with a rate rule, in
-  document order (species first). A species state is the quantity its SBML
+  ``constant``), species with a rate rule, parameters, compartments and species
+  references with a rate rule, in document order (species first). A species state is the quantity its SBML
   symbol denotes: the *concentration* for ``hasOnlySubstanceUnits="false"``
   species, the *amount* for ``hasOnlySubstanceUnits="true"`` species (and, in
   Level 1-2 models only, for species in 0-dimensional compartments; Level 3
@@ -37,6 +39,16 @@ How SBML maps onto a spec
 
   and for an amount species ``dS/dt = conversionFactor * sum_r stoich_r * flux_r``.
   The conversion factor (species' or model's) is omitted when unset.
+* **Non-constant compartments** (a rate rule or an assignment rule sets the size):
+  the concentration species in them keep their *amount* as the state (named
+  ``<species>_amount``, listed in ``meta["sbml_amount_states"]``), and the species'
+  name is the definition ``amount/size``, so ``d[S]/dt = (rates)/V - [S] V'/V``
+  follows (see :mod:`.compartments`). Such a species keeps its amount when nothing
+  else changes it, even a ``constant`` one (the SBML Test Suite's reading).
+* **No ODE state** (a model of parameters, assignment rules and events only): one
+  placeholder state ``no_ode_state`` (``meta["sbml_placeholder_state"]``) with
+  value 0 and right-hand side 0 is added, so that the model can be simulated;
+  its sensitivities are 0.
 * **Reaction fluxes** become definitions named after the reactions' ids, using
   the kinetic law verbatim.
 * **Local parameters** (``<localParameter>``, or ``<parameter>`` in a Level 2
@@ -65,7 +77,14 @@ How SBML maps onto a spec
   value; SBML's initial time is 0). An initial assignment to a parameter or a
   compartment makes it a definition whose expression is that initial value.
   An initial assignment to a species reference (a constant stoichiometry
-  computed once) is substituted into the stoichiometry.
+  computed once) is substituted into the stoichiometry. A species reference an
+  assignment rule or a rate rule changes (variable stoichiometry) is a
+  definition or a state under its id, and ``stoichiometryMath`` (Level 2) is
+  written into the species' right-hand sides.
+* **rateOf** (Level 3 Version 2) is the right-hand side of the symbol's state, 0
+  for a symbol nothing changes continuously (see :mod:`.rates`).
+* Rules and initial assignments **without math** (allowed by Level 3 Version 2)
+  have no effect (listed in ``meta["sbml_ignored"]``).
 * **Function definitions** are inlined (lambda bodies substituted); the
   ``time`` csymbol is ``spec.time`` (the csymbol's own name when it is a usable
   identifier, else ``t``); ``avogadro`` is the number SBML Level 3 defines, 6.02214179e23 (not the
@@ -81,10 +100,9 @@ How SBML maps onto a spec
 
 Unsupported constructs raise one :class:`UnsupportedModelError` listing every
 occurrence as ``(kind, id)``: events triggered by states or with a delay or
-priority, algebraic rules, ``delay``, ``rateOf``,
-fast reactions, stoichiometry math or species references changed by rules
-(variable stoichiometry), compartments changed by rules (non-constant
-compartments), reactions without a kinetic law, math without a dialect
+priority, algebraic rules, ``delay``,
+fast reactions, events that set a concentration species in a non-constant
+compartment, reactions without a kinetic law, math without a dialect
 equivalent (``factorial``, ``quotient``, ``rem``, non-finite numbers, package
 math) and required SBML packages (for hierarchical model composition, ``comp``,
 each submodel and external model definition is named too: read flat, their

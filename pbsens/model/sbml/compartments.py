@@ -11,6 +11,12 @@ turned into a concentration (and back) with that size. The conversion factor
 (species' or model's) multiplies the reaction terms. Units themselves are not
 used: SBML's numbers are taken as they are written.
 
+A compartment whose size a rate rule or an assignment rule changes (a non-constant
+compartment) keeps its species' amounts as states instead (:func:`amount_states`):
+``dn/dt = conversionFactor * sum_r stoich_r * flux_r``, and the species' symbol, its
+concentration, is the definition ``n/V``. So ``d[S]/dt = (rates)/V - [S] V'/V`` holds
+without ``V'`` appearing anywhere, whether a rate rule or an assignment rule sets ``V``.
+
 Functions take the reader (``ctx``, see :class:`pbsens.model.sbml.read.SbmlReader`)
 for its ``src``, ``m``, ``comps``, ``names`` and :meth:`initial`.
 """
@@ -20,7 +26,7 @@ import math
 import re
 
 from ...errors import ModelError
-from ..dialect import number_text
+from ..dialect import fresh_name, number_text
 
 
 def compartment_of(ctx, sp):
@@ -83,18 +89,62 @@ def species_initial(ctx, sp):
                      f"initial assignment")
 
 
-def species_rate(ctx, sp, total):
-    """Rate of species ``sp``'s symbol from ``total``, the sum of stoichiometry times
-    flux (amount/time): times the conversion factor, over the compartment's size
-    for a concentration."""
-    sid = sp.getId()
+def varying_compartments(ctx):
+    """Ids of the compartments whose size a rule changes (non-constant compartments)."""
+    return {c for c in ctx.comps if c in ctx.rate or c in ctx.assign}
+
+
+def amount_states(ctx, states, changed):
+    """``states`` with the species whose amount becomes the state (set in ``ctx.amounts``,
+    species id -> spec name of the amount).
+
+    A concentration species (not ``hasOnlySubstanceUnits``) in a compartment a rule changes,
+    unless a rule sets its symbol: reactions change its amount, and its concentration (its
+    SBML symbol, a definition ``amount/size``) changes with the size too. The amount is a
+    state even when nothing else changes it, also for a ``constant`` species: its amount
+    stays constant while its concentration follows the size (SBML Test Suite cases 01117,
+    01118)."""
+    varying = varying_compartments(ctx)
+    ctx.amounts = {}
+    if not varying:
+        return states
+    out = list(states)
+    for sid, sp in ctx.species.items():
+        if (sp.getCompartment() in varying and not amount_only(ctx, sp)
+                and sid not in ctx.rate and sid not in ctx.assign):
+            name = fresh_name(f"{ctx.names[sid]}_amount", ctx.taken)
+            ctx.taken.add(name)
+            ctx.amounts[sid] = name
+            if sid not in out:
+                out.append(sid)
+    return out
+
+
+def amount_initial(ctx, sid):
+    """Initial amount of species ``sid`` (a concentration species whose amount is a state)."""
+    sp = ctx.species[sid]
+    if sp.isSetInitialAmount() and sid not in ctx.ia:
+        return number_text(sp.getInitialAmount())
+    return f"({ctx.initial(sid)})*({ctx.initial(sp.getCompartment())})"
+
+
+def conversion_factor(ctx, sp):
+    """The spec name of species ``sp``'s conversion factor (its own or the model's), or ''."""
     cf = sp.getConversionFactor() if hasattr(sp, "isSetConversionFactor") and sp.isSetConversionFactor() \
         else (ctx.m.getConversionFactor() if ctx.m.getLevel() >= 3 and ctx.m.isSetConversionFactor() else "")
+    if cf and cf not in ctx.names:
+        raise ModelError(f"{ctx.src}: conversion factor {cf!r} of species {sp.getId()!r} is not a parameter")
+    return cf
+
+
+def species_rate(ctx, sp, total):
+    """Rate of species ``sp``'s state from ``total``, the sum of stoichiometry times
+    flux (amount/time): times the conversion factor, over the compartment's size
+    for a concentration (not for an amount state, :func:`amount_states`)."""
+    cf = conversion_factor(ctx, sp)
     if cf and total != "0":
-        if cf not in ctx.names:
-            raise ModelError(f"{ctx.src}: conversion factor {cf!r} of species {sid!r} is not a parameter")
         total = f"{ctx.names[cf]}*{total}" if re.fullmatch(r"\w+", total) else f"{ctx.names[cf]}*({total})"
-    if not amount_only(ctx, sp) and total != "0":
+    if not amount_only(ctx, sp) and sp.getId() not in ctx.amounts and total != "0":
         comp = ctx.names[sp.getCompartment()]
         total = f"{total}/{comp}" if re.fullmatch(r"\w+", total) else f"({total})/{comp}"
     return total

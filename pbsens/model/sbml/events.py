@@ -1,26 +1,37 @@
-"""SBML events: time-triggered events with state assignments become :class:`~pbsens.model.spec.Event`.
+"""SBML events: time- and state-triggered events with state assignments become :class:`~pbsens.model.spec.Event`.
 
 Supported: an event without ``<delay>`` and without ``<priority>`` whose
-trigger compares the time with an expression ``c`` that uses neither the time
-nor anything the model changes (states, species, reactions, rate-ruled
-symbols): ``time >= c``, ``time > c``, ``c <= time``, ``c < time`` (MathML
-``geq``/``gt``/``leq``/``lt``, also written ``geq(time, c)``). ``c`` may be a
-number, a parameter or an expression of parameters, so the event time may be
-estimated. The event fires when the time reaches ``c`` (for ``>`` as for
-``>=``: the time at which the trigger becomes true is ``c`` either way), once,
-since the time never decreases again. Its assignments set species or
-parameters; a species or parameter that an event sets becomes a state (with
-right-hand side 0 when nothing else changes it). ``persistent`` and
-``useValuesFromTriggerTime`` make no difference without a delay;
-``initialValue`` (SBML Level 3; Level 2 behaves as ``true``) decides whether an
-event whose time is at or before the start fires at the start (see
-:class:`~pbsens.model.spec.Event`).
+trigger is either
+
+* **time-triggered**: it compares the time with an expression ``c`` that uses
+  neither the time nor anything the model changes (states, species,
+  reactions, rate-ruled symbols): ``time >= c``, ``time > c``, ``c <= time``,
+  ``c < time`` (MathML ``geq``/``gt``/``leq``/``lt``, also written
+  ``geq(time, c)``). ``c`` may be a number, a parameter or an expression of
+  parameters, so the event time may be estimated. The event fires when the
+  time reaches ``c`` (for ``>`` as for ``>=``: the time at which the trigger
+  becomes true is ``c`` either way), once, since the time never decreases
+  again. It becomes an ``Event`` with a ``time``;
+* **state-triggered**: any other combination of the comparisons ``lt``,
+  ``leq``, ``gt``, ``geq`` (of expressions of the time, species, parameters,
+  ...) with ``and``, ``or``, ``xor``, ``not``. It becomes an ``Event`` with a
+  ``trigger`` and fires each time the trigger changes from false to true
+  (located during the solve, :mod:`pbsens.simulation.state_events`).
+
+The assignments set species or parameters; a species or parameter that an
+event sets becomes a state (with right-hand side 0 when nothing else changes
+it). ``persistent`` and ``useValuesFromTriggerTime`` make no difference
+without a delay and with one event firing at a time (two state-triggered
+events firing at the same instant raise :class:`UnsupportedModelError` at run
+time, ``"simultaneous events"``); ``initialValue`` (SBML Level 3; Level 2
+behaves as ``true``) decides whether an event whose trigger holds at the start
+fires there (see :class:`~pbsens.model.spec.Event`).
 
 Anything else raises :class:`UnsupportedModelError` naming the event and what
-is unsupported: a state-triggered event (``"state-triggered event"``), a
-trigger of another form (``"event trigger"``), a delay (``"event delay"``), a
-priority (``"event priority"``), an assignment to a compartment or a species
-reference (``"event assignment"``).
+is unsupported: a trigger of another form, e.g. an equality ``eq``/``neq``
+(whose time cannot be located) or a constant (``"event trigger"``), a delay
+(``"event delay"``), a priority (``"event priority"``), an assignment to a
+compartment or a species reference (``"event assignment"``).
 
 The reader calls this module twice:
 
@@ -116,6 +127,23 @@ def _depends_on_changing(node, L, model):
     return found
 
 
+def _is_condition_tree(node, L):
+    """Whether ``node`` combines the comparisons lt/leq/gt/geq with and/or/xor/not (a locatable trigger)."""
+    t = node.getType()
+    if t in (L.AST_RELATIONAL_LT, L.AST_RELATIONAL_LEQ, L.AST_RELATIONAL_GT, L.AST_RELATIONAL_GEQ):
+        return node.getNumChildren() >= 2
+    if t in (L.AST_LOGICAL_AND, L.AST_LOGICAL_OR, L.AST_LOGICAL_XOR, L.AST_LOGICAL_NOT):
+        n = node.getNumChildren()
+        return n >= 1 and all(_is_condition_tree(node.getChild(i), L) for i in range(n))
+    return False
+
+
+def _time_triggered(event, L, m):
+    """The ``c`` node of a time-triggered event (see the module docstring), or None."""
+    c = _trigger_time_node(event, L)
+    return c if c is not None and not _depends_on_changing(c, L, m) else None
+
+
 def event_unsupported(event, index, ctx):
     """Why ``event`` cannot be represented (an ``unsupported`` kind), or None when it can."""
     L, m = ctx.L, ctx.m
@@ -127,12 +155,8 @@ def event_unsupported(event, index, ctx):
     node = trig.getMath() if trig is not None else None
     if node is None:
         return "event trigger"
-    c = _trigger_time_node(event, L)
-    if c is None:
-        changing = _depends_on_changing(node, L, m)
-        return "state-triggered event" if changing else "event trigger"
-    if _depends_on_changing(c, L, m):
-        return "state-triggered event"
+    if _time_triggered(event, L, m) is None and not _is_condition_tree(node, L):
+        return "event trigger"
     comps = {m.getCompartment(i).getId() for i in range(m.getNumCompartments())}
     for j in range(event.getNumEventAssignments()):
         var = event.getEventAssignment(j).getVariable()
@@ -174,9 +198,12 @@ def read_event(event, index, ctx):
     kind = event_unsupported(event, index, ctx)
     if kind:       # scan() has reported it already; never drop an event silently
         raise UnsupportedModelError(f"{ctx.src}: event {eid!r} cannot be represented ({kind})", [(kind, eid)])
-    c = _trigger_time_node(event, ctx.L)
+    c = _time_triggered(event, ctx.L, ctx.m)
     where = f"event {eid!r}"
-    time_text = ctx.convert(c, f"trigger of {where}")
+    if c is not None:
+        time_text, trigger = ctx.convert(c, f"trigger of {where}"), None
+    else:
+        time_text, trigger = None, ctx.convert(event.getTrigger().getMath(), f"trigger of {where}")
     assignments = {}
     for j in range(event.getNumEventAssignments()):
         ea = event.getEventAssignment(j)
@@ -187,7 +214,7 @@ def read_event(event, index, ctx):
         assignments[ctx.names[var]] = ctx.convert(ea.getMath(), f"assignment to {var!r} of {where}")
     trig = event.getTrigger()
     initial = bool(trig.getInitialValue()) if ctx.m.getLevel() >= 3 else True
-    return Event(name=eid, time=time_text, assignments=assignments, initial_value=initial)
+    return Event(name=eid, time=time_text, assignments=assignments, initial_value=initial, trigger=trigger)
 
 
 def read_events(model, ctx) -> tuple:

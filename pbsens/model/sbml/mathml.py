@@ -7,7 +7,10 @@ the ``time`` csymbol into the model's time name and ``avogadro`` into
 SBML's 6.02214179e23; :func:`sbml_math_to_expression` is its public form. The other
 direction is :func:`pbsens.model.sbml.to_mathml.expression_to_sbml_math`.
 
-Math without a dialect equivalent (``delay``, ``rateOf``, ``factorial``,
+The ``rateOf`` csymbol of a model symbol becomes that symbol's rate (through the hook
+:attr:`MathToDialect.rate_of`, set by the SBML reader; see :mod:`.rates`).
+Math without a dialect equivalent (``delay``, ``rateOf`` without the hook or of an
+expression, ``factorial``,
 ``quotient``, ``rem``, non-finite numbers, package math) raises
 :class:`UnsupportedModelError`; :meth:`MathToDialect.unsupported_kind` says so
 for one node, without raising, so a reader can list every occurrence at once.
@@ -65,6 +68,9 @@ class MathToDialect:
         self.L = L
         self.fdefs = fdefs
         self.time = time_name
+        #: ``rate_of(id) -> text``: the time derivative of an SBML symbol, for the ``rateOf``
+        #: csymbol (set by the SBML reader; None: ``rateOf`` is unsupported)
+        self.rate_of = None
         T = L
         self.simple = {
             T.AST_FUNCTION_ABS: "abs", T.AST_FUNCTION_ARCCOS: "acos", T.AST_FUNCTION_ARCSIN: "asin",
@@ -98,7 +104,8 @@ class MathToDialect:
             T.AST_NAME_AVOGADRO, T.AST_CONSTANT_E, T.AST_CONSTANT_PI, T.AST_CONSTANT_TRUE,
             T.AST_CONSTANT_FALSE, T.AST_FUNCTION, T.AST_FUNCTION_LOG, T.AST_FUNCTION_ROOT,
             T.AST_FUNCTION_PIECEWISE, T.AST_LOGICAL_AND, T.AST_LOGICAL_OR, T.AST_LOGICAL_NOT,
-            T.AST_LOGICAL_XOR, T.AST_LOGICAL_IMPLIES, T.AST_FUNCTION_MAX, T.AST_FUNCTION_MIN})
+            T.AST_LOGICAL_XOR, T.AST_LOGICAL_IMPLIES, T.AST_FUNCTION_MAX, T.AST_FUNCTION_MIN,
+            T.AST_FUNCTION_RATE_OF})
 
     # ------------------------------------------------------------ public
     def convert(self, node, resolve, where):
@@ -113,7 +120,8 @@ class MathToDialect:
         t = node.getType()
         if t == L.AST_FUNCTION_DELAY:
             return "delay"
-        if t == L.AST_FUNCTION_RATE_OF:
+        if t == L.AST_FUNCTION_RATE_OF and (self.rate_of is None or node.getNumChildren() != 1
+                                            or node.getChild(0).getType() != L.AST_NAME):
             return "rateOf"
         if t in (L.AST_REAL, L.AST_REAL_E, L.AST_INTEGER, L.AST_RATIONAL) and not math.isfinite(node.getValue()):
             return "non-finite number"
@@ -154,6 +162,11 @@ class MathToDialect:
             return resolve(node.getName())
         if t == L.AST_NAME_TIME:
             return self.time, P_ATOM
+        if t == L.AST_FUNCTION_RATE_OF:
+            if self.rate_of is None or n != 1 or kids[0].getType() != L.AST_NAME or stack:
+                raise UnsupportedModelError(f"{where}: rateOf of anything but a model symbol outside a function "
+                                            f"definition", [("rateOf", where)])
+            return f"({self.rate_of(kids[0].getName())})", P_ATOM
         if t == L.AST_NAME_AVOGADRO:
             return number_item(AVOGADRO)
         if t == L.AST_CONSTANT_E:

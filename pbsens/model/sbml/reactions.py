@@ -4,7 +4,10 @@ Each reaction's kinetic law becomes a definition named after the reaction (the
 reader does that); here a species' right-hand side is assembled as
 ``sum_r stoich_r * flux_r`` (then scaled by :func:`species_rate`). A
 stoichiometry is a number, or an expression of the sensitivity parameters when
-an initial assignment sets the species reference.
+an initial assignment sets the species reference. A species reference that a rate rule
+or an assignment rule changes (variable stoichiometry) is a state or a definition under
+its own id, and ``stoichiometryMath`` (SBML Level 2) is converted in place: either makes
+the coefficient of the flux an expression.
 
 Functions take the reader (``ctx``, see :class:`pbsens.model.sbml.read.SbmlReader`).
 """
@@ -19,8 +22,8 @@ from .compartments import species_rate
 
 
 def scan_reactions(ctx):
-    """Report fast reactions, reactions without a kinetic law, unsupported kinetic-law
-    math and stoichiometry math; return the ids of the species references."""
+    """Report fast reactions, reactions without a kinetic law, and unsupported math of kinetic
+    laws and stoichiometry math; return the ids of the species references."""
     m = ctx.m
     sref_ids = set()
     for i in range(m.getNumReactions()):
@@ -39,7 +42,7 @@ def scan_reactions(ctx):
                 if sid:
                     sref_ids.add(sid)
                 if hasattr(sr, "isSetStoichiometryMath") and sr.isSetStoichiometryMath():
-                    ctx.add_unsupported("stoichiometry math", sid or f"{rid}:{sr.getSpecies()}")
+                    ctx.scan_math(sr.getStoichiometryMath().getMath(), sid or f"{rid}:{sr.getSpecies()}")
     return sref_ids
 
 
@@ -60,8 +63,23 @@ def reaction_participants(reactions):
     return srefs, participants
 
 
-def stoichiometry(ctx, sr):
-    """Stoichiometry of a species reference as text (number, or expression of parameters)."""
+def stoichiometry(ctx, sr, dynamic=True):
+    """Stoichiometry of a species reference as text.
+
+    A number, or an expression of the sensitivity parameters (an initial assignment sets
+    the species reference); with ``dynamic`` (in equations, not initial values) also the
+    spec name of a species reference a rule changes, or the converted
+    ``stoichiometryMath`` (SBML Level 2), either of which may change in time."""
+    sref_id = sr.getId() if sr.isSetId() else ""
+    if sref_id and dynamic and (sref_id in ctx.assign or sref_id in ctx.rate):
+        return ctx.names[sref_id]
+    if sref_id and sref_id in ctx.assign:
+        return ctx.initial(sref_id)      # a rate rule's starts from the value below
+    if hasattr(sr, "isSetStoichiometryMath") and sr.isSetStoichiometryMath():
+        node = sr.getStoichiometryMath().getMath()
+        rid = sr.getParentSBMLObject().getParentSBMLObject().getId()
+        where = f"stoichiometryMath of {sr.getSpecies()!r} in reaction {rid!r}"
+        return ctx.convert(node, where) if dynamic else ctx.initial_math(node, where)
     if sr.isSetId() and sr.getId() in ctx.ia:
         saved = ctx.numeric_mode
         ctx.numeric_mode = False

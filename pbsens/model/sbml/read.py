@@ -26,16 +26,24 @@ import os
 import warnings
 
 from ...errors import ModelError, UnsupportedModelError
-from ..dialect import eval_numeric, names_in
+from ..dialect import eval_numeric, fresh_name, names_in
 from ..spec import Definition, ModelSpec, Quantity
 from .annotation import read_annotation
-from .compartments import compartment_sizes
+from .compartments import amount_initial, amount_states, compartment_sizes
 from .document import check_consistency, element_id, load_libsbml, raise_on_errors
 from .events import event_targets, read_events, scan_events
 from .mathml import P_ATOM, P_OR, MathToDialect, read_function_definitions
 from .names import choose_time_name, promote_local_parameters, spec_names
+from .rates import rate_of
 from .reactions import reaction_participants, scan_reactions, species_rhs, stoichiometry
-from .rules import collect_rules, constant_value, initial_value, scan_rules, toposort
+from .rules import (
+    collect_rules,
+    constant_value,
+    initial_math,
+    initial_value,
+    scan_rules,
+    toposort,
+)
 
 __all__ = ["read_sbml"]
 
@@ -101,6 +109,11 @@ class SbmlReader:
         self.time_names: set = set()
         self.fdefs = read_function_definitions(L, self.m, source)
         self.walker = MathToDialect(L, self.fdefs, "t")
+        self.walker.rate_of = lambda ident: rate_of(self, ident, initial=False)
+        self.amounts = {}         # species id -> spec name of its amount state (non-constant compartments)
+        self.placeholder = None   # the state of a model without ODE states
+        self.rate_busy = []       # rateOf(x) being written (.rates.rate_of), to catch loops
+        self.rid = None           # the reaction whose kinetic law is being converted (its local parameters)
         self.events = ()          # filled by build() through .events.read_events
         # initial values (.rules.initial_value): memo, the symbols being computed, and
         # whether selected parameters stay symbolic (False) or are replaced by numbers (True)
@@ -120,6 +133,7 @@ class SbmlReader:
         kind = self.walker.unsupported_kind(node)
         if kind:
             self.add_unsupported(kind, owner)
+
         if node.getType() == self.L.AST_NAME_TIME:
             self.time_names.add(node.getName() or "")
         for i in range(node.getNumChildren()):
@@ -149,11 +163,29 @@ class SbmlReader:
         scan_events(m, self)
         for i in range(m.getNumConstraints()):
             self.ignored.append(("constraint", element_id(m.getConstraint(i), "constraint", i)))
-        comp_ids = {m.getCompartment(i).getId() for i in range(m.getNumCompartments())}
-        sref_ids = scan_reactions(self)
-        scan_rules(self, comp_ids, sref_ids)
+        scan_reactions(self)
+        scan_rules(self)
+        self._scan_varying_compartments()
         for fid, (_, body) in self.fdefs.items():
             self.scan_math(body, fid)
+
+    def _scan_varying_compartments(self):
+        """An event that sets a concentration species in a compartment a rule changes: its
+        amount is the state there (see :mod:`.compartments`), which events do not convert."""
+        m = self.m
+        varying = {r.getVariable() for r in (m.getRule(i) for i in range(m.getNumRules()))
+                   if not r.isAlgebraic() and r.getMath() is not None}
+        varying &= {m.getCompartment(i).getId() for i in range(m.getNumCompartments())}
+        if not varying:
+            return
+        for i in range(m.getNumEvents()):
+            ev = m.getEvent(i)
+            for j in range(ev.getNumEventAssignments()):
+                sp = m.getSpecies(ev.getEventAssignment(j).getVariable())
+                if (sp is not None and sp.getCompartment() in varying and not sp.getHasOnlySubstanceUnits()
+                        and m.getRule(sp.getId()) is None):
+                    self.add_unsupported("event assignment to a species in a non-constant compartment",
+                                         element_id(ev, "event", i))
 
     def _scan_comp(self):
         """Name what hierarchical model composition (the ``comp`` package) would add: each
@@ -181,8 +213,11 @@ class SbmlReader:
                           + ", ".join(f"{k} {i!r}" for k, i in self.ignored), stacklevel=3)
         annotation, participants = self._collect_elements()
         states, changed = self._roles(participants)
-        state_set = set(states)
+        self.changed, self.participants = changed, participants
         renamed, local_meta = self._choose_names(annotation)
+        states = amount_states(self, states, changed)     # species in non-constant compartments
+        self.state_ids = state_set = set(states)
+        self.placeholder = None if states else fresh_name("no_ode_state", self.taken)
         candidates = self._candidates(state_set)
         selected = self._select(parameters, candidates, state_set)
         spec_params = self._spec_parameters(selected, candidates)
@@ -224,6 +259,8 @@ class SbmlReader:
                     changed.add(sid)
         states = [s for s in species if s in rate or (s in changed and s not in self.assign)]
         states += [p for p in params if p in rate]
+        states += [c for c in self.comps if c in rate]          # non-constant compartments
+        states += [r for r in self.srefs if r in rate]          # variable stoichiometry
         # symbols that events set are states too (right-hand side 0 unless something else changes them)
         states += [x for x in event_targets(self.m) if x not in states and (x in species or x in params)]
         return states, changed
@@ -235,11 +272,13 @@ class SbmlReader:
         time_name = choose_time_name(m, annotation, self.time_names)
         self.time = time_name
         self.walker.time = time_name
+        variable_srefs = [r for r in self.srefs if r in self.assign or r in self.rate]
         names, renamed, taken = spec_names(list(self.comps) + list(self.species) + list(self.params)
-                                           + list(self.reactions), time_name)
+                                           + list(self.reactions) + variable_srefs, time_name)
         local, local_meta = promote_local_parameters(self.reactions, m.getLevel(), names, taken, self.src)
         self.names = names
         self.local = local
+        self.taken = taken
         return renamed, local_meta
 
     def _candidates(self, state_set):
@@ -247,8 +286,8 @@ class SbmlReader:
         (rid, lid), kind)``."""
         names, assign, ia = self.names, self.assign, self.ia
         candidates = {}       # spec name -> (sbml id or (rid, lid), kind)
-        for cid, c in self.comps.items():
-            if cid not in ia:
+        for cid in self.comps:
+            if cid not in ia and cid not in state_set and cid not in assign:
                 candidates[names[cid]] = (cid, "compartment")
         for sid in self.species:
             if sid not in state_set and sid not in assign and sid not in ia:
@@ -304,9 +343,11 @@ class SbmlReader:
         self.numeric_mode = False
         spec_states = []
         for sid in states:
-            expr = self.initial(sid)
+            expr = amount_initial(self, sid) if sid in self.amounts else self.initial(sid)
             v = eval_numeric(expr)
-            spec_states.append(Quantity(self.names[sid], v if v is not None else expr))
+            spec_states.append(Quantity(self.amounts.get(sid, self.names.get(sid)), v if v is not None else expr))
+        if self.placeholder:
+            spec_states.append(Quantity(self.placeholder, 0.0))
         return spec_states
 
     def _definitions(self, candidates, state_set):
@@ -334,9 +375,11 @@ class SbmlReader:
         for sid in self.species:
             if sid in self.ia and sid not in state_set and sid not in self.assign:
                 defs.append((names[sid], self.initial(sid), sid))
+        for sid, amount in self.amounts.items():     # the concentration of an amount state
+            defs.append((names[sid], f"{amount}/{names[self.species[sid].getCompartment()]}", sid))
         for i in range(m.getNumRules()):
             rule = m.getRule(i)
-            if rule.isAssignment():
+            if rule.isAssignment() and rule.getMath() is not None:
                 var = rule.getVariable()
                 if var not in names:
                     raise ModelError(f"{src}: assignment rule for unknown symbol {var!r}")
@@ -351,12 +394,15 @@ class SbmlReader:
         names, rate = self.names, self.rate
         odes = {}
         for ident in states:
+            name = self.amounts.get(ident, names.get(ident))
             if ident in rate:
-                odes[names[ident]] = self.convert(rate[ident], f"rate rule for {ident!r}")
-            elif ident not in changed:      # set only by events
-                odes[names[ident]] = "0"
+                odes[name] = self.convert(rate[ident], f"rate rule for {ident!r}")
+            elif ident not in changed:      # set only by events, or an amount nothing changes
+                odes[name] = "0"
             else:
-                odes[names[ident]] = species_rhs(self, ident, participants)
+                odes[name] = species_rhs(self, ident, participants)
+        if self.placeholder:
+            odes[self.placeholder] = "0"
         return odes
 
     def _outputs(self, annotation, odes, defs, spec_states):
@@ -392,7 +438,8 @@ class SbmlReader:
                                  f"or a species concentration needs it")
         comps = self.comps
         compartments_meta = compartment_sizes(comps, self.names)
-        defs = [d for d in defs if not (d[2] in comps and d[0] not in used and d[0] not in self.selected)]
+        defs = [d for d in defs if not (d[2] in comps and d[2] not in self.assign and d[0] not in used
+                                        and d[0] not in self.selected)]
         for nm in list(fixed_meta):
             if nm not in {d[0] for d in defs}:
                 del fixed_meta[nm]
@@ -404,6 +451,8 @@ class SbmlReader:
         meta["sbml"] = {"file": self.path, "level": self.doc.getLevel(), "version": self.doc.getVersion(),
                         "model_id": self.m.getId()}
         meta.update((key, value) for key, value in (
+            ("sbml_amount_states", {self.names[s]: a for s, a in self.amounts.items()}),
+            ("sbml_placeholder_state", self.placeholder),
             ("sbml_names", renamed), ("local_parameters", local_meta), ("fixed", fixed_meta),
             ("compartments", compartments_meta), ("sbml_ignored", [list(x) for x in self.ignored])) if value)
         return meta
@@ -451,8 +500,16 @@ class SbmlReader:
     def convert(self, node, where, rid=None):
         """Dialect text, in spec names, of the math ``node`` (``rid``: the reaction whose
         local parameters it may use); ``where`` names the element for errors."""
-        return self.walker.convert(node, self._resolver(rid), f"{self.src}: {where}")
+        saved, self.rid = self.rid, rid
+        try:
+            return self.walker.convert(node, self._resolver(rid), f"{self.src}: {where}")
+        finally:
+            self.rid = saved
 
     def initial(self, ident):
         """Initial value of an SBML symbol as dialect text (see :func:`.rules.initial_value`)."""
         return initial_value(self, ident)
+
+    def initial_math(self, node, where, rid=None):
+        """Dialect text of math ``node`` at the initial time (see :func:`.rules.initial_math`)."""
+        return initial_math(self, node, where, rid)

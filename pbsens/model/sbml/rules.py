@@ -1,9 +1,12 @@
 """Assignment rules, rate rules, initial assignments, initial values, definition order.
 
 * Assignment rules become definitions and rate rules right-hand sides (the
-  reader does that with :func:`collect_rules`); algebraic rules, rules that
-  change a compartment and rules that change a species reference are reported
-  as unsupported by :func:`scan_rules`.
+  reader does that with :func:`collect_rules`), also for compartments (see
+  :mod:`.compartments`) and species references (variable stoichiometry, see
+  :mod:`.reactions`); algebraic rules are reported as unsupported by :func:`scan_rules`.
+  A rule or initial assignment without math (SBML Level 3 Version 2 makes it optional)
+  has no effect: it is left out, listed in ``meta["sbml_ignored"]`` (SBML Test Suite
+  cases 01234-01236 expect the element's own value).
 * :func:`initial_value` gives any SBML symbol's value at the initial time (0) as
   dialect text in the selected sensitivity parameters: an initial assignment,
   else an assignment rule, else the element's own value; or, in numeric mode
@@ -26,6 +29,7 @@ from ..spec import Definition
 from .compartments import compartment_size, species_initial
 from .document import element_id
 from .mathml import P_ATOM, P_OR, number_item
+from .rates import rate_of
 from .reactions import stoichiometry
 
 
@@ -35,17 +39,18 @@ def collect_rules(model):
     assign, rate = {}, {}
     for i in range(model.getNumRules()):
         rule = model.getRule(i)
-        (assign if rule.isAssignment() else rate)[rule.getVariable()] = rule.getMath()
+        if rule.getMath() is not None and not rule.isAlgebraic():   # SBML L3V2: math is optional
+            (assign if rule.isAssignment() else rate)[rule.getVariable()] = rule.getMath()
     initial = {}
     for i in range(model.getNumInitialAssignments()):
         x = model.getInitialAssignment(i)
-        initial[x.getSymbol()] = x.getMath()
+        if x.getMath() is not None:
+            initial[x.getSymbol()] = x.getMath()
     return assign, rate, initial
 
 
-def scan_rules(ctx, comp_ids, sref_ids):
-    """Report algebraic rules, rules changing compartments or species references, and
-    unsupported math in rules and initial assignments."""
+def scan_rules(ctx):
+    """Report algebraic rules and unsupported math in rules and initial assignments."""
     m = ctx.m
     for i in range(m.getNumRules()):
         rule = m.getRule(i)
@@ -53,13 +58,13 @@ def scan_rules(ctx, comp_ids, sref_ids):
             ctx.add_unsupported("algebraic rule", element_id(rule, "algebraic rule", i))
             continue
         var = rule.getVariable()
-        if var in comp_ids:
-            ctx.add_unsupported("non-constant compartment", var)
-        elif var in sref_ids:
-            ctx.add_unsupported("variable stoichiometry", var)
+        if rule.getMath() is None:
+            ctx.ignored.append(("rule without math", var))
         ctx.scan_math(rule.getMath(), var)
     for i in range(m.getNumInitialAssignments()):
         ia = m.getInitialAssignment(i)
+        if ia.getMath() is None:
+            ctx.ignored.append(("initial assignment without math", ia.getSymbol()))
         ctx.scan_math(ia.getMath(), ia.getSymbol())
 
 
@@ -114,13 +119,17 @@ def _initial_resolver(ctx, rid=None):
     return resolve
 
 
-def _initial_math(ctx, node, where, rid=None):
-    saved = ctx.walker.time
+def initial_math(ctx, node, where, rid=None):
+    """Dialect text of math ``node`` at the initial time (time 0, symbols replaced by their
+    initial values, ``rateOf`` by the initial rate)."""
+    saved = ctx.walker.time, ctx.walker.rate_of, ctx.rid
     ctx.walker.time = "0"
+    ctx.walker.rate_of = lambda ident: rate_of(ctx, ident, initial=True)
+    ctx.rid = rid
     try:
         return ctx.walker.convert(node, _initial_resolver(ctx, rid), f"{ctx.src}: {where}")
     finally:
-        ctx.walker.time = saved
+        ctx.walker.time, ctx.walker.rate_of, ctx.rid = saved
 
 
 def _initial_uncached(ctx, ident):
@@ -131,9 +140,9 @@ def _initial_uncached(ctx, ident):
     if nm is not None and not ctx.numeric_mode and nm in ctx.selected:
         return nm
     if ident in ctx.ia:
-        return _initial_math(ctx, ctx.ia[ident], f"initial assignment for {ident!r}")
+        return initial_math(ctx, ctx.ia[ident], f"initial assignment for {ident!r}")
     if ident in ctx.assign:
-        return _initial_math(ctx, ctx.assign[ident], f"assignment rule for {ident!r} (at the initial time)")
+        return initial_math(ctx, ctx.assign[ident], f"assignment rule for {ident!r} (at the initial time)")
     if ident in ctx.params:
         return number_text(constant_value(ctx, ident, "parameter"))
     if ident in ctx.comps:
@@ -145,10 +154,10 @@ def _initial_uncached(ctx, ident):
     if ident in ctx.species:
         return species_initial(ctx, ctx.species[ident])
     if ident in ctx.reactions:
-        return _initial_math(ctx, ctx.reactions[ident].getKineticLaw().getMath(),
+        return initial_math(ctx, ctx.reactions[ident].getKineticLaw().getMath(),
                              f"kinetic law of reaction {ident!r} (at the initial time)", rid=ident)
     if ident in ctx.srefs:
-        return stoichiometry(ctx, ctx.srefs[ident])
+        return stoichiometry(ctx, ctx.srefs[ident], dynamic=False)
     raise ModelError(f"{ctx.src}: unknown symbol {ident!r} in an initial value")
 
 

@@ -130,7 +130,8 @@ def to_sbml(model_or_spec, path):
         trig.setInitialValue(bool(ev.initial_value))
         trig.setPersistent(True)
         what = f"trigger of event {ev.name!r}"
-        check_status(trig.setMath(math_of(f"{spec.time} >= ({ev.time})", what)), L, f"{where}: {what}")
+        cond = ev.trigger if ev.trigger is not None else f"{spec.time} >= ({ev.time})"
+        check_status(trig.setMath(math_of(cond, what)), L, f"{where}: {what}")
         for target, expr in ev.assignments.items():
             ea = e.createEventAssignment()
             ea.setVariable(target)

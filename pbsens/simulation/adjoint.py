@@ -1,0 +1,234 @@
+"""The adjoint of one simulation across breakpoints, time events and steady states (issue #40).
+
+:func:`forward_states` integrates the states exactly as :func:`pbsens.simulation.segments.simulate`
+does for a post-hoc method (the same segments, each ending just short of a stop and the next
+starting just after it, the same jumps of ``x`` at events) and keeps what the backward pass
+needs: each segment's trajectory, and the states around every jump. :func:`backward` then marches
+``lambda = (dJ/dx)^T`` backward through the segments (:func:`pbsens.sensitivity.adjoint.march_backward`,
+the exact transpose of each segment's forward march) and across every jump by the transpose of the
+forward jump of ``S`` (docs/METHOD.md sections 10 and 16):
+
+=============  ==============================================  ==================================================
+stop           forward                                           backward (``lambda+`` after the stop)
+=============  ==============================================  ==================================================
+breakpoint     ``S+ = S- + (f- - f+) dtau/dp``                   ``lambda- = lambda+``,
+                                                                 ``grad += dtau/dp (lambda+ . (f- - f+))``
+event          ``S+ = G_x S- + G_p + (G_x f- - f+ + G_t)``       ``lambda- = G_x^T lambda+``, ``grad += G_p^T lambda+``
+               ``dtau/dp``                                       ``+ dtau/dp (lambda+ . (G_x f- - f+ + G_t))``
+steady state   ``[A; L^T] S_ss = [-B; L^T S-]``                  ``nu = (M^T)^+ lambda_ss``, ``M = [A; L^T]``;
+(``t = inf``)                                                    ``grad -= B^T nu_A``, ``lambda- += L nu_L``
+=============  ==============================================  ==================================================
+
+:func:`steady_state_adjoint` is the last row alone: the transpose of
+:func:`pbsens.simulation.steady_state.steady_state_sensitivity` (one ``n x n`` solve instead of
+``np`` right-hand sides), for preequilibrations. Where that Newton form is not defined, a
+preequilibration takes the forward code's integrated ``S_ss`` instead (its cost is the forward
+one), and an ``inf`` output after the simulation raises :class:`PbsensError`: its integrated
+sensitivity needs the forward ``S``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import PbsensError, SolverError
+from ..sensitivity.adjoint import march_backward, march_plan
+from .segments import _SHIFT, _breakpoint_shift, _stops
+from .steady_state import _newton_form_defect, conservation_laws, steady_state
+
+__all__ = ["StateTape", "backward", "forward_states", "steady_state_adjoint"]
+
+
+@dataclass
+class StateTape:
+    """The forward pass of one simulation (states only), for :func:`backward`.
+
+    ``x``: the states at the output times (``inf`` rows: the steady state); ``items``: in
+    forward order, ``("segment", trajectory, times, rows, idx)`` (output rows ``rows`` at
+    ``times[idx]``), ``("still", rows)`` (outputs where no time passes), ``("breakpoint", x,
+    shift, t_before, t_after)``, ``("event", k, tau, x_before, dtau, t_after)``, ``("steady",
+    t_ss, x_ss, rows, columns, why)`` (``why``: None, or why the Newton form is not defined).
+    """
+
+    x: np.ndarray
+    p: np.ndarray
+    items: list = field(default_factory=list)
+    options: dict = field(default_factory=dict)
+
+
+def _check_events(model):
+    if getattr(model.discontinuities, "state_events", None):     # their times move with x: not transposed here
+        raise PbsensError(f"the adjoint gradient does not support state-triggered events (model {model.name!r}); "
+                          "use a forward method")
+
+
+def forward_states(model, te, p, x, *, t0=0.0, solver="rodas5p", rtol=1e-8, atol=1e-10, substeps=None,
+                   midpoint=None, reuse_tol=1e-12, columns=None, steady_state_options=None,
+                   solver_options=None) -> StateTape:
+    """The states of ``model`` at the sorted output times ``te`` (may end with ``inf``) from ``x`` at
+    ``t0``, as :func:`pbsens.simulation.segments.simulate` with a post-hoc method computes them, with
+    the tape of :func:`backward`. ``substeps``, ``midpoint``, ``reuse_tol``: the march's options
+    (:func:`pbsens.sensitivity.adjoint.march_plan`); ``columns``: as ``simulate``'s."""
+    from ..sensitivity.options import DEFAULT_SUBSTEPS
+    from ..solvers import solve_states
+    _check_events(model)
+    solver_options = dict(solver_options or {})
+    m = substeps or DEFAULT_SUBSTEPS.get(solver, 1)
+    finite = te[np.isfinite(te)]
+    t_last = float(finite[-1]) if finite.size else t0
+    stops, at_start, start_shift = _stops(model, p, t0, t_last)
+    x = np.array(x, dtype=np.float64)
+    X_out = np.empty((te.size, model.n_states))
+    tape = StateTape(x=X_out, p=p, options=dict(substeps=substeps, midpoint=midpoint, reuse_tol=reuse_tol))
+    items = tape.items
+    for k in at_start:
+        xn = _event(model, k, t0, x, p)
+        items.append(("event", k, t0, x, None, t0))
+        x = xn
+    cur, cur_is_stop = t0, start_shift
+    bounds = list(stops)
+    if not bounds or bounds[-1][0] <= t_last:
+        bounds.append((t_last, None, None))
+    for tau, tb, ev in bounds:
+        final = tb is None
+        a = cur + _SHIFT * max(1.0, abs(cur)) if cur_is_stop else cur
+        if final:
+            b = tau
+            sel = np.flatnonzero((finite >= cur) & (finite <= tau))
+        else:
+            b = tau - _SHIFT * max(1.0, abs(tau))
+            sel = np.flatnonzero((finite >= cur) & (finite < tau))
+        if b > a:
+            times = np.unique(np.concatenate([np.clip(finite[sel], a, b), [b]]))
+            tr = solve_states(model, (a, b), t_eval=times, p=p, x0=x, method=solver, rtol=rtol, atol=atol,
+                              dense_output=m > 1, **solver_options)
+            X = tr.x[tr.eval_index]
+            idx = np.searchsorted(times, np.clip(finite[sel], a, b))
+            X_out[sel] = X[idx]
+            items.append(("segment", tr, times, sel, idx))
+            x = X[-1].copy()
+        else:
+            X_out[sel] = x
+            items.append(("still", sel))
+        if final:
+            break
+        t_before = tau - _SHIFT * max(1.0, abs(tau))
+        t_after = tau + _SHIFT * max(1.0, abs(tau))
+        if tb:
+            shift = _breakpoint_shift(model, tau, tb, columns)
+            if shift is not None:
+                items.append(("breakpoint", x.copy(), shift, t_before, t_after))
+        for k, dtau in ev or ():
+            xn = _event(model, k, tau, x, p)
+            items.append(("event", k, tau, x, dtau, t_after))
+            x = xn
+        cur, cur_is_stop = tau, True
+    inf_rows = np.flatnonzero(~np.isfinite(te))
+    if inf_rows.size:
+        ss = dict(steady_state_options or {})
+        if isinstance(solver, str):
+            ss.setdefault("solver", solver)
+        if columns is not None:
+            ss.setdefault("columns", columns)
+        cols = _columns(model, ss.pop("columns", None))
+        ss.pop("return_info", None)
+        x_ss, _, info = steady_state(model, p, x, None, sensitivities=False, t=t_last, return_info=True, **ss)
+        why = "sensitivity_mode='integrate'" if ss.get("sensitivity_mode") == "integrate" else \
+            _newton_form_defect(model, t_last, info["time"], x, x_ss, p, cols)
+        X_out[inf_rows] = x_ss
+        items.append(("steady", info["time"], np.asarray(x_ss), inf_rows, cols, why))
+    return tape
+
+
+def _columns(model, columns):
+    return np.arange(model.n_params) if columns is None else np.asarray(columns, dtype=np.int64).reshape(-1)
+
+
+def _event(model, k, tau, x, p):
+    xn = model.discontinuities.apply_event(k, tau, x, p)[0]
+    if not np.all(np.isfinite(xn)):
+        raise PbsensError(f"model {model.name!r}: event {model.discontinuities.event_names[k]!r} at t = {tau:.6g} "
+                          "sets a state to NaN or inf")
+    return xn
+
+
+def backward(model, tape: StateTape, dJdx, method="exp2"):
+    """``(lambda(t0), grad)`` of ``J`` with ``dJ/dx`` at the tape's output rows ``dJdx`` (n_rows, nx):
+    ``dJ/dp = grad + S0^T lambda(t0)`` (plus ``J``'s explicit terms) with ``S0 = dx(t0)/dp``."""
+    nx, p = model.n_states, tape.p
+    lam = np.zeros(nx)
+    grad = np.zeros(model.n_params)
+    opts = tape.options
+    for item in reversed(tape.items):
+        kind = item[0]
+        if kind == "segment":
+            _, tr, times, rows, idx = item
+            d = np.zeros((times.size, nx))
+            np.add.at(d, idx, dJdx[rows])
+            setup, mopts, mid = march_plan(model, tr, p, times, method, substeps=opts["substeps"],
+                                           reuse_tol=opts["reuse_tol"], midpoint=opts["midpoint"])
+            lam, g = march_backward(model, setup, mopts, mid, d, lam_end=lam)
+            grad += g
+        elif kind == "still":
+            lam = lam + dJdx[item[1]].sum(axis=0)
+        elif kind == "breakpoint":
+            _, x, shift, t_before, t_after = item
+            grad += shift * float(lam @ (model.rhs(t_before, x, p) - model.rhs(t_after, x, p)))
+        elif kind == "event":
+            _, k, tau, x, dtau, t_after = item
+            xn, Gx, Gp, Gt = model.discontinuities.apply_event(k, tau, x, p)
+            grad += Gp.T @ lam
+            if dtau is not None and np.any(dtau != 0):
+                jump = Gx @ model.rhs(t_after, x, p) - model.rhs(t_after, xn, p) + Gt
+                grad += np.asarray(dtau) * float(lam @ jump)
+            lam = Gx.T @ lam
+        else:                       # "steady": the t = inf rows, from the state at the last finite time
+            _, t_ss, x_ss, rows, cols, why = item
+            if why is not None:
+                raise PbsensError(f"the adjoint gradient of a steady-state (t = inf) output needs the Newton form "
+                                  f"A S = -B, not defined here ({why}); use a forward method")
+            lam_ss = dJdx[rows].sum(axis=0)
+            lam_before, g = steady_state_adjoint(model, t_ss, x_ss, p, lam_ss, cols)
+            grad += g
+            lam = lam + lam_before
+        if not np.all(np.isfinite(lam)):
+            raise SolverError(f"adjoint of model {model.name!r}: lambda is NaN or inf after a {kind} (backward)")
+    return lam, grad
+
+
+def steady_state_adjoint(model, t_ss, x_ss, p, lam, columns=None):
+    """The transpose of :func:`pbsens.simulation.steady_state.steady_state_sensitivity`.
+
+    For ``S = M^+ [-B; L^T S0]``, ``M = [A; L^T]`` (``A``, ``B`` at the steady state, ``L`` its
+    conservation laws, none: ``S = -A^-1 B``) and a cotangent ``lam`` of ``x_ss``:
+    ``lam^T S = -nu_A^T B + (L nu_L)^T S0`` with ``nu = (M^T)^+ lam`` (the minimum-norm solution
+    of ``M^T nu = lam``; ``(M^+)^T = (M^T)^+`` for ``M`` of full column rank). Returns
+    ``(L nu_L, grad)``: the cotangent of the state the approach started from (``S0``'s) and
+    ``-B^T nu_A`` in ``columns`` (zero elsewhere). One ``n x n`` solve (or least squares), whatever
+    the number of parameters.
+    """
+    cols = _columns(model, columns)
+    A = model.jac_x(t_ss, x_ss, p)
+    B = model.jac_p(t_ss, x_ss, p)[:, cols]
+    L, inconsistent = conservation_laws(A, B)
+    if inconsistent:
+        raise SolverError(f"steady state of model {model.name!r}: the Jacobian df/dx is singular but its null "
+                          "directions are not conservation laws (L^T df/dp != 0); the steady-state "
+                          "sensitivities are not defined there")
+    n = A.shape[0]
+    if L.shape[1] == 0:
+        try:
+            nu = np.linalg.solve(A.T, lam)
+        except np.linalg.LinAlgError:
+            raise SolverError(f"steady state of model {model.name!r}: df/dx is singular") from None
+        lam_start = np.zeros(n)
+    else:
+        M = np.vstack([A, L.T])
+        nu = np.linalg.lstsq(M.T, lam, rcond=None)[0]
+        lam_start = L @ nu[n:]
+    grad = np.zeros(model.n_params)
+    grad[cols] = -(B.T @ nu[:n])
+    if not (np.all(np.isfinite(grad)) and np.all(np.isfinite(lam_start))):
+        raise SolverError(f"steady-state adjoint of model {model.name!r} is NaN/inf")
+    return lam_start, grad
