@@ -91,7 +91,7 @@ def run(args, repeats, have_posthoc, rtol, atol):
             for meth in ("pbsr", "exp"):
                 rows[f"state+{meth}"] = medians(
                     lambda meth=meth: pbsens.sensitivities(m, t_span=(0, t_end), t_eval=ts, method=meth,
-                                                           rtol=rtol, atol=atol), repeats)
+                                                           solver="LSODA", rtol=rtol, atol=atol), repeats)
         fs_keys = []
         for fs_method in args.fs_methods:
             for jac in args.jacobians:

@@ -46,7 +46,7 @@ def main():
 
     def call(i):
         if args.with_solve:
-            return pbsens.sensitivities(m, t_span=(0.0, args.t1), method=methods[i % 4])
+            return pbsens.sensitivities(m, t_span=(0.0, args.t1), method=methods[i % 4], solver="LSODA")  # as traj
         return pbsens.sensitivities(m, traj, method=methods[i % 4])
 
     print(f"{args.model} on [0, {args.t1:g}], grid of {len(traj.t)} points, methods {', '.join(methods)} in turn"

@@ -54,10 +54,12 @@ TE = np.linspace(0.0, 2.0, 11)
 SPECS = {
     # heavy ones first, so that they start first
     "pka": ["run", "PKA", "--t-end", "60", "--t-eval", "0:60:7", "--out", "pka.npz", "-q"],
-    "pbsr": ["run", "Chua", "--t-end", "2", "--out", "pbsr.npz", "--plot", "pbsr.png"],
+    # the paper's setting, named (the defaults are exp2 on Rodas5P since issue #41)
+    "pbsr": ["run", "Chua", "--t-end", "2", "--method", "pbsr", "--solver", "LSODA", "--out", "pbsr.npz",
+             "--plot", "pbsr.png"],
     "fs": ["run", "Chua", "--t-span", "0", "2", "--method", "fs", "--t-eval", "te.txt", "--out", "fs.npz"],
-    "compare": ["compare", "Chua", "--t-end", "1", "--samples", "3", "--repeats", "1", "--out", "cmp.json",
-                "--plot", "cmp.png"],
+    "compare": ["compare", "Chua", "--t-end", "1", "--samples", "3", "--repeats", "1", "--solver", "LSODA",
+                "--out", "cmp.json", "--plot", "cmp.png"],
     # refused before any computation
     "exists_out": ["run", "Chua", "--t-end", "2", "--out", "keep.npz"],
     "models": ["models"],
@@ -157,7 +159,7 @@ def main_entry(args):
 # ------------------------------------------------------------------ run
 def test_run_pbsr_npz_matches_api(procs, work, chua):
     res = ok(procs["pbsr"])
-    r = pbsens.sensitivities(chua, t_span=(0.0, 2.0), method="pbsr")
+    r = pbsens.sensitivities(chua, t_span=(0.0, 2.0), method="pbsr", solver="LSODA")
     d = np.load(work / "pbsr.npz")
     assert list(d["state_names"]) == ["x1", "x2", "x3"] and list(d["param_names"]) == ["p1", "p2"]
     assert d["S"].shape == (len(r.t), 3, 2) and d["x"].shape == (len(r.t), 3)
@@ -177,6 +179,29 @@ def test_run_pbsr_npz_matches_api(procs, work, chua):
     import matplotlib.image as mpimg
     img = mpimg.imread(str(work / "pbsr.png"))
     assert img.shape[:2] == (600, 1000) and float(np.std(img[..., :3])) > 0.01
+
+
+def test_run_defaults_are_exp2_on_rodas5p_and_the_api_call(work, chua, capsys):
+    """Without --method/--solver: exp2 on Rodas5P (issue #41), the very numbers of the one API call
+    that solves the states itself (dense output, sub-steps, midpoint states as it asks for them)."""
+    code, out, err = run_main(["run", "Chua", "--t-end", "2", "--out", "default.npz"], work, capsys, models=[chua])
+    assert code == 0, err
+    r = pbsens.sensitivities(chua, t_span=(0.0, 2.0), method="exp2", solver="rodas5p")
+    d = np.load(work / "default.npz")
+    assert str(d["method"]) == "exp2"
+    assert "states (rodas5p, rtol 1e-05, atol 1e-06)" in out and f"grid of {len(r.grid)} points" in out
+    for key in ("t", "x", "S", "grid", "n_int"):
+        np.testing.assert_array_equal(d[key], getattr(r, key), err_msg=key)
+    assert list(d["branch"]) == list(r.branch)
+    # with output times too (merged into the grid from the dense output)
+    code, out, err = run_main(["run", "Chua", "--t-end", "2", "--t-eval", "0:2:11", "--out", "default_te.npz"],
+                              work, capsys, models=[chua])
+    assert code == 0, err
+    r = pbsens.sensitivities(chua, t_span=(0.0, 2.0), t_eval=TE, method="exp2", solver="rodas5p")
+    d = np.load(work / "default_te.npz")
+    np.testing.assert_array_equal(d["t"], TE)
+    for key in ("x", "S", "grid"):
+        np.testing.assert_array_equal(d[key], getattr(r, key), err_msg=key)
 
 
 def test_run_exp_csv_named_columns_and_force(work, chua, capsys):
@@ -231,7 +256,12 @@ def test_run_pka_quiet(procs, work, pka):
     assert list(d["state_names"]) == pka.state_names and list(d["param_names"]) == pka.param_names
     np.testing.assert_allclose(d["t"], np.linspace(0, 60, 7))
     assert np.all(np.isfinite(d["S"])) and np.abs(d["S"]).max() > 0
-    assert set(d["branch"]) <= {"pbs", "exp-stiff", "exp-equilibrium"} and d["branch"].size == d["grid"].size - 1
+    # the defaults: exp2 on every interval of Rodas5P's grid, the API's numbers for that call
+    assert str(d["method"]) == "exp2"
+    assert set(d["branch"]) == {"exp2"} and d["branch"].size == d["grid"].size - 1
+    r = pbsens.sensitivities(pka, t_span=(0.0, 60.0), t_eval=np.linspace(0, 60, 7), method="exp2", solver="rodas5p")
+    np.testing.assert_allclose(d["grid"], r.grid, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(d["S"], r.S, rtol=1e-10, atol=1e-10 * np.abs(r.S).max())
 
 
 def test_existing_outputs_are_kept_without_force(procs, work, capsys):
@@ -323,8 +353,9 @@ def test_compare_table_and_figure(procs, work, chua):
         assert row["E_max"] >= row["E_median"]
     assert doc["reference"]["rtol"] == 1e-10 and doc["reference"]["atol"] == 1e-12 and doc["samples"] == 3
     assert doc["reference"]["solver"] == "Radau" and doc["reference"]["check"]["E_max"] < 1e-6
-    # E_k of PBSR against the API's reference (Radau, the command's default), same call
-    r = pbsens.sensitivities(chua, t_span=(0.0, 1.0), method="pbsr")
+    # E_k of PBSR against the API's reference (Radau, the command's default), same call (the paper's
+    # state solver LSODA, named: the default is Rodas5P since issue #41)
+    r = pbsens.sensitivities(chua, t_span=(0.0, 1.0), method="pbsr", solver="LSODA")
     ref = forward_sensitivities(chua, (0.0, 1.0), t_eval=r.t, method="Radau", rtol=1e-10, atol=1e-12)
     E = relative_error(r, ref)
     assert rows["pbsr"]["E_median"] == pytest.approx(float(np.median(E[np.isfinite(E)])), rel=1e-10)

@@ -27,8 +27,8 @@ def test_signature_lists_the_real_parameters():
                  "linalg", "freeze", "params", "midpoint", "max_substeps", "tighten_states"):
         assert name in sig.parameters, name
     assert len(names) == 31
-    assert sig.parameters["method"].default == "pbsr"
-    assert sig.parameters["solver"].default == "LSODA"
+    assert sig.parameters["method"].default == "exp2"          # issue #41 (API.md, Changes)
+    assert sig.parameters["solver"].default == "rodas5p"
     assert sig.parameters["sens_rtol"].kind is inspect.Parameter.KEYWORD_ONLY
     assert not any(q.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
                    for q in sig.parameters.values())
@@ -41,7 +41,7 @@ def test_help_shows_the_real_docstring():
     assert pbsens.sensitivities.__name__ == "sensitivities"
     text = pydoc.plain(pydoc.render_doc(pbsens.sensitivities))
     assert "Post-hoc sensitivities" in text
-    assert "sens_rtol=None" in text and "method='pbsr'" in text     # the signature, not (*args, **kwargs)
+    assert "sens_rtol=None" in text and "method='exp2'" in text     # the signature, not (*args, **kwargs)
     for name in inspect.signature(pbsens.sensitivities).parameters:
         assert name in doc, f"{name} is not documented"
 

@@ -173,6 +173,24 @@ def test_posthoc_methods_agree_with_fs(small):
         np.testing.assert_allclose(F, ref[2], rtol=2e-2, atol=2e-2 * np.abs(ref[2]).max())
 
 
+def test_posthoc_state_solver_default_is_lsoda(small, monkeypatch):
+    """Without ``solver=`` the post-hoc methods solve the states with LSODA, as the docstring says,
+    not with sensitivities()' own default (Rodas5P since issue #41); a solver given is passed on."""
+    import pbsens.sensitivity.posthoc as posthoc
+    real, seen = posthoc.sensitivities, []
+
+    def spy(*a, **kw):
+        seen.append(kw.get("solver"))
+        return real(*a, **kw)
+    monkeypatch.setattr(posthoc, "sensitivities", spy)
+    params = ["k1", "k2"]
+    theta = np.log(small.p[small.param_index(params)])
+    y = np.ones((TS.size, 2))
+    GaussianLikelihood(small, TS, y, 1.0, params=params, method="exp2").evaluate(theta)
+    GaussianLikelihood(small, TS, y, 1.0, params=params, method="exp2", solver="rodas5p").evaluate(theta)
+    assert seen == ["LSODA", "rodas5p"]
+
+
 # ------------------------------------------------------------------ prior and posterior
 def test_prior_and_posterior(small):
     prior = NormalPrior([0.0, 1.0], [1.0, 2.0])

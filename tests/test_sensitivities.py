@@ -268,11 +268,11 @@ def test_interpolation_options(chua_fd, interpolation):
 # ------------------------------------------------------------ interface
 def test_output_only_at_t_eval(pka):
     te = np.linspace(0, 600, 7)
-    r = sensitivities(pka, t_span=(0, 600), t_eval=te)
+    r = sensitivities(pka, t_span=(0, 600), t_eval=te, method="pbsr", solver="LSODA")
     assert r.S.shape == (7, 11, 35) and np.array_equal(r.t, te)
     assert r.x.shape == (7, 11)
     assert len(r.branch) == len(r.n_int) == len(r.grid) - 1 > 7
-    full = sensitivities(pka, (r.grid, pbsens.solve_states(pka, (0, 600), t_eval=te).x))
+    full = sensitivities(pka, (r.grid, pbsens.solve_states(pka, (0, 600), t_eval=te).x), method="pbsr")
     assert np.allclose(full.S[np.searchsorted(full.t, te)], r.S, rtol=1e-12, atol=1e-300)
 
 

@@ -43,8 +43,10 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver=_STATE["solver"],
     The post-hoc methods (``methods``: PBSR, Exp, Exp2, PBSR2) run on the same state
     trajectory (``solver``, ``rtol``, ``atol``; defaults :func:`pbsens.sensitivities`');
     FS (:func:`pbsens.forward_sensitivities`' default method) at ``fs_rtol``/``fs_atol``.
-    Every method is evaluated at the first post-hoc method's output times (``t_eval``,
-    else the state grid) against FS at ``ref_rtol``/``ref_atol``.
+    Every method is evaluated at the same output times (``t_eval``, else the state solver's
+    grid, without the points a method's sub-steps add, e.g. Rodas5P's) against FS at
+    ``ref_rtol``/``ref_atol``. The timed runs solve the states with the dense output the
+    sub-steps need, as :func:`pbsens.sensitivities` does when it solves them itself.
 
     Parameters
     ----------
@@ -93,8 +95,14 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver=_STATE["solver"],
     relative_error, kappa_bar = metric_functions()
     fs = forward_function()
     methods = _check_methods(methods)
+    from ..sensitivity.posthoc import DEFAULT_SUBSTEPS
+
+    def posthoc(tr, m_):
+        # output at t_eval (the trajectory's), else at the solver's grid: the same times for every method
+        return sensitivities(model, tr, method=m_, t_eval=tr.t if t_eval is None else None)
+
     tr = solve_states(model, t_span, t_eval=t_eval, p=p, method=solver, rtol=rtol, atol=atol)
-    results = {m_: sensitivities(model, tr, method=m_) for m_ in methods}
+    results = {m_: posthoc(tr, m_) for m_ in methods}
     t_out = results[methods[0]].t
     results["fs"] = fs(model, t_span, t_eval=t_out, p=tr.p, rtol=fs_rtol, atol=fs_atol)
     ref_method, ref_check = _reference_methods(ref_method, ref_check)
@@ -118,9 +126,9 @@ def compare_methods(model, t_span, t_eval=None, p=None, solver=_STATE["solver"],
         for m_ in methods:
             a = time.perf_counter()
             tr_i = solve_states(model, t_span, t_eval=t_eval, p=tr.p, method=solver, rtol=rtol, atol=atol,
-                                dense_output=False)
+                                dense_output=DEFAULT_SUBSTEPS.get(solver, 1) > 1)   # for the sub-steps
             b = time.perf_counter()
-            sensitivities(model, tr_i, method=m_)
+            posthoc(tr_i, m_)
             c = time.perf_counter()
             times[m_]["states"].append(b - a)
             times[m_]["sensitivities"].append(c - b)

@@ -17,14 +17,15 @@ from .common import (DATA_EXT, PLOT_EXT, add_command, add_force, add_model_and_s
 RUN_METHODS = ("pbsr", "exp", "pbs", "exp2", "pbsr2", FORWARD)
 
 
-def _warm_up(model, tr, method, interpolation):
-    """Compile (or load) the march kernels on the first grid interval, so timings exclude compilation."""
-    import dataclasses
-
+def _warm_up(model, t_span, p, method, solver, rtol, atol, interpolation):
+    """Compile (or load) the state solver's and the march kernels on the first thousandth of
+    ``t_span`` (the same call as the timed one, so the same code paths), so that timings exclude
+    compilation."""
     from .. import sensitivities
+    t0, t1 = map(float, t_span)
     try:
-        head = dataclasses.replace(tr, t=tr.t[:2], x=tr.x[:2], t_eval=None, eval_index=None)
-        sensitivities(model, head, method=method, interpolation=interpolation)
+        sensitivities(model, t_span=(t0, t0 + 1e-3 * (t1 - t0)), p=p, method=method, solver=solver, rtol=rtol,
+                      atol=atol, interpolation=interpolation)
     except PbsensError:
         pass
 
@@ -43,23 +44,24 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
                 interpolation=None, estimate_error=False, sens_rtol=None):
     """The computation behind ``pbsens run`` (also callable from Python).
 
-    Post-hoc methods: :func:`pbsens.solve_states` then :func:`pbsens.sensitivities`
-    on that trajectory, i.e. the same numbers as
+    Post-hoc methods: the one call
     ``pbsens.sensitivities(model, t_span=t_span, t_eval=t_eval, p=p, method=method,
-    solver=solver, rtol=rtol, atol=atol)``; the kernels are compiled first so that
-    ``timings`` exclude compilation (``timings["setup"]``). ``fs``:
+    solver=solver, rtol=rtol, atol=atol, interpolation=interpolation, ...)``, which solves the
+    states itself (so the same numbers as that call: the dense output, sub-steps and midpoint
+    states it asks of the solver); the kernels are compiled first, on a short head of
+    ``t_span``, so that ``timings`` exclude compilation (``timings["setup"]``). ``fs``:
     :func:`pbsens.forward_sensitivities`.
 
     Parameters
     ----------
     model : Model
-    method : {"pbsr", "exp", "pbs", "exp2", "pbsr2", "fs"}
+    method : {"exp2", "pbsr", "exp", "pbs", "pbsr2", "fs"}
     t_span : (float, float)
     t_eval : array_like, optional
     p : array_like, optional
     solver : str, optional
         State solver (a name in :data:`pbsens.solvers.SOLVERS`), or the forward solver
-        for ``fs``; default: :func:`pbsens.sensitivities`' (``"LSODA"``), for ``fs``
+        for ``fs``; default: :func:`pbsens.sensitivities`' (``"rodas5p"``), for ``fs``
         :func:`pbsens.forward_sensitivities`' (``"BDF"``).
     rtol, atol : float, optional
         Default: those functions' (1e-5 / 1e-6 for the states, 1e-8 / 1e-10 for ``fs``).
@@ -75,7 +77,6 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
     SensitivityResult
     """
     from .. import sensitivities
-    from .. import solve_states
     d = _defaults(method)
     solver = d["solver"] if solver is None else solver
     rtol = d["rtol"] if rtol is None else rtol
@@ -89,20 +90,12 @@ def compute_run(model, method, t_span, t_eval=None, p=None, solver=None, rtol=No
         fs = forward_function()
         return fs(model, t_span, t_eval=t_eval, p=p, method=solver, rtol=rtol, atol=atol)
     interpolation = interpolation or api_default(sensitivities, "interpolation")
-    from ..sensitivity.posthoc import DEFAULT_SUBSTEPS
     t0 = time.perf_counter()
-    # dense output as sensitivities() asks for when it solves the states itself: for the interpolation
-    # and for the solver's default sub-steps (rodas5p)
-    tr = solve_states(model, t_span, t_eval=t_eval, p=p, method=solver, rtol=rtol, atol=atol,
-                      dense_output=interpolation == "dense" or DEFAULT_SUBSTEPS.get(solver, 1) > 1)
-    t1 = time.perf_counter()
-    _warm_up(model, tr, method, interpolation)
-    t2 = time.perf_counter()
-    r = sensitivities(model, tr, method=method, interpolation=interpolation, estimate_error=estimate_error,
-                      sens_rtol=sens_rtol)
-    r.timings["states"] = t1 - t0
-    r.timings["setup"] = t2 - t1
-    r.timings.setdefault("n_steps", tr.stats.get("n_steps"))
+    _warm_up(model, t_span, p, method, solver, rtol, atol, interpolation)
+    setup = time.perf_counter() - t0
+    r = sensitivities(model, t_span=t_span, t_eval=t_eval, p=p, method=method, solver=solver, rtol=rtol,
+                      atol=atol, interpolation=interpolation, estimate_error=estimate_error, sens_rtol=sens_rtol)
+    r.timings["setup"] = setup
     return r
 
 
@@ -183,8 +176,8 @@ def add_parser(subparsers):
     from .. import sensitivities
     add_model_and_span(sp)
     sp.add_argument("--method", default=api_default(sensitivities, "method"), choices=RUN_METHODS,
-                    help="pbsr (Algorithm 2, default), exp (Algorithm 3), pbs (no switch), exp2/pbsr2 "
-                         "(exponential-midpoint step), fs (forward sensitivities)")
+                    help="exp2 (exponential-midpoint step, default), pbsr (Algorithm 2), exp (Algorithm 3), "
+                         "pbs (no switch), pbsr2 (PBSR with exp2 as fallback), fs (forward sensitivities)")
     post, fs = _defaults("pbsr"), _defaults(FORWARD)
     add_solver_options(sp, what="solver (of the states; for fs of states and sensitivities together)",
                        default_text={"solver": f"{post['solver']}, for fs {fs['solver']}",

@@ -28,6 +28,9 @@ __all__ = ["GaussianLikelihood", "LIKELIHOOD_METHODS"]
 #: Sensitivity methods a likelihood can use: the post-hoc ones of
 #: :func:`pbsens.sensitivities` and ``"fs"`` (:func:`pbsens.sensitivity.forward.forward_sensitivities`).
 LIKELIHOOD_METHODS = ("pbsr", "exp", "pbs", "exp2", "pbsr2", "fs")
+#: State solver of the post-hoc methods when ``solver`` is not given: LSODA, as documented, named here
+#: since :func:`pbsens.sensitivities` defaults to Rodas5P (issue #41 changed its default, not this one).
+_POSTHOC_SOLVER = "LSODA"
 
 _LOG_MAX = math.log(np.finfo(np.float64).max) - 1.0
 
@@ -250,8 +253,7 @@ class GaussianLikelihood:
                                           params=self.index.tolist(), **kw)
                 cols = slice(None)
             else:
-                if self.solver is not None:
-                    kw["solver"] = self.solver
+                kw["solver"] = _POSTHOC_SOLVER if self.solver is None else self.solver
                 kw.setdefault("estimate_error", False)   # costs several marches; opt in via options
                 r = sensitivities(m, method=self.method, t_span=t_span, t_eval=self.t, p=p, x0=self.x0, **kw)
                 cols = self.index

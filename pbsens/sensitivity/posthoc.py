@@ -66,8 +66,8 @@ def _blas_free(args, kwargs):
 
 
 @limit_blas_threads(unless=_blas_free)
-def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=None, t_eval=None, *,
-                  t_span=None, solver="LSODA", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
+def sensitivities(model, trajectory=None, method="exp2", p=None, x0=None, S0=None, t_eval=None, *,
+                  t_span=None, solver="rodas5p", rtol=1e-5, atol=1e-6, n_factor=10.0, n_max=100,
                   eq_tol=1e-4, norm="1", interpolation="linear", reuse_tol=1e-12,
                   substeps=None, estimate_error=False,
                   sens_rtol=None, sens_atol=None, state_error="auto", max_refine=12, max_split=64,
@@ -89,8 +89,10 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         The state solution: from :func:`solve_states`, or any solver's grid ``t``
         (K,) and states ``x`` (K, nx). If omitted, ``t_span`` is required and the
         states are solved here with ``solver``, ``rtol``, ``atol``.
-    method : {"pbsr", "exp", "pbs", "exp2", "pbsr2"}
-        ``"pbsr"``: Algorithm 2, PBS step (4.6) with refinement, switching to the
+    method : {"exp2", "pbsr", "exp", "pbs", "pbsr2"}
+        Default ``"exp2"``, on the Rodas5P solver's grid when the states are solved here: the
+        measured best (docs/PERFORMANCE.md; the paper's setting is ``method="pbsr",
+        solver="LSODA"``). ``"pbsr"``: Algorithm 2, PBS step (4.6) with refinement, switching to the
         exponential step (3.10) on stiff or equilibrium intervals. ``"exp"``:
         Algorithm 3, the exponential step on every interval. ``"pbs"``: the PBS
         step with refinement everywhere (no switch). ``"exp2"``/``"pbsr2"``: the
@@ -121,7 +123,8 @@ def sensitivities(model, trajectory=None, method="pbsr", p=None, x0=None, S0=Non
         structural non-zero in their column of ``B`` or a non-zero ``S0`` column); the
         dense path marches all and returns the selection.
     solver, rtol, atol :
-        State solver settings when solving states here (:func:`solve_states`).
+        State solver settings when solving states here (:func:`solve_states`); default
+        ``"rodas5p"`` (compiled Rosenbrock, with dense output and midpoint states for exp2).
     n_factor, n_max, eq_tol : float, int, float
         PBSR switch (Algorithm 2): ``n_int = ceil(n_factor h ||A_k||)`` sub-intervals; the
         exponential step when ``n_int > n_max`` ("exp-stiff") or when ``A`` and ``B`` change
