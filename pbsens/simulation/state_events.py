@@ -190,7 +190,10 @@ class TriggerWatch:
         return tb, c, bool(T[j + 1, c]), ks
 
     def _root(self, tr, c, ta, tb, ha, hb):
-        """The time in ``[ta, tb]`` where component ``c`` crosses 0 (dense output; ``tb`` without one)."""
+        """The time in ``[ta, tb]`` where component ``c`` crosses 0 (dense output; ``tb`` without one).
+        A strict comparison at exactly 0 on the grid (``ha == 0``) turns true just after ``ta``: ``ta``."""
+        if tr.sol is not None and ha == 0.0:
+            return ta
         if tr.sol is None or not ha * hb < 0:
             return tb
         from scipy.optimize import brentq
