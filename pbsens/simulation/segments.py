@@ -52,6 +52,13 @@ Conventions
   at ``t*`` (no shift: the right-hand side does not switch there). An event
   whose trigger holds at ``t0`` fires there when its ``initial_value`` is
   false; a jump that makes a trigger true fires that event at once.
+* **Delayed and prioritized events** (an ``Event`` with a ``delay`` or a
+  ``priority``): the whole simulation goes through the execution queue of
+  :mod:`pbsens.simulation.event_queue` (SBML's semantics: execution at the
+  trigger time plus the delay, ``use_values_from_trigger_time``,
+  ``persistent``, priorities at simultaneous executions); states only, the
+  sensitivities raise :class:`~pbsens.errors.UnsupportedModelError`
+  (``"event delay sensitivities"``).
 """
 from __future__ import annotations
 
@@ -60,9 +67,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import PbsensError, SolverError
+from ..errors import PbsensError, SolverError, UnsupportedModelError
 from ..sensitivity.methods import FORWARD
 from ..solvers.trajectory import check_time
+from .event_queue import simulate_queued
 from .spans import _SHIFT, _Outputs, _scan_segment
 from .state_events import MAX_EVENTS, TriggerWatch, apply_event
 from .steady_state import steady_state
@@ -236,7 +244,8 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     PbsensError
         Bad arguments (named); :class:`~pbsens.errors.SolverError` when a solve fails.
     UnsupportedModelError
-        Two state-triggered events fire at the same instant (``"simultaneous events"``).
+        Two state-triggered events fire at the same instant (``"simultaneous events"``); sensitivities
+        of a model with delayed or prioritized events (``"event delay sensitivities"``).
     """
     t_start = time.perf_counter()
     t0 = check_time(t0, "t0")
@@ -305,6 +314,40 @@ def split_options(options):
             {k: v for k, v in options.items() if k not in SENSITIVITY_OPTIONS and k not in FORWARD_OPTIONS})
 
 
+def _run_queued(model, te, p, x, t0, method, sens, solver, rtol, atol, steady_state_options, solver_opts, checked,
+                t_start):
+    """:func:`run_checked` for a model with delayed or prioritized events (:mod:`.event_queue`): states only."""
+    disc = model.discontinuities
+    if sens:
+        names = [n for k, n in enumerate(disc.event_names) if disc.event_delayed[k] or disc.event_prioritized[k]]
+        raise UnsupportedModelError(
+            f"model {model.name!r}: the sensitivities across delayed or prioritized events "
+            f"({', '.join(map(repr, names))}) are not implemented; simulate(..., sensitivities=False) gives the "
+            "states", 
+            [("event delay sensitivities", n) for n in names])
+    X, fired, spans, seg_time, x = simulate_queued(model, te, p, x, t0, solver, rtol, atol, solver_opts, checked,
+                                                   t_start)
+    X_out = np.empty((te.size, model.n_states))
+    X_out[:X.shape[0]] = X
+    finite = te[np.isfinite(te)]
+    ss_info, t_ss = None, 0.0
+    if finite.size < te.size:
+        t1 = time.perf_counter()
+        ss_opts = dict(steady_state_options or {})
+        if isinstance(solver, str):
+            ss_opts.setdefault("solver", solver)
+        t_last = float(finite[-1]) if finite.size else t0
+        x_ss, _, ss_info = steady_state(model, p, x, None, sensitivities=False, t=t_last, return_info=True,
+                                        **ss_opts)
+        t_ss = time.perf_counter() - t1
+        X_out[finite.size:] = x_ss
+    tb, _ = disc.breakpoints(p)
+    t_last = float(finite[-1]) if finite.size else t0
+    return Simulation(t=te, x=X_out, S=None, p=p, method=method, events=fired,
+                      breakpoints=np.sort(tb[(tb > t0) & (tb <= t_last)]), steady_state=ss_info, segments=spans,
+                      timings={"segments": seg_time, "steady_state": t_ss, "total": time.perf_counter() - t_start})
+
+
 def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady_state_options, sens_opts,
                 fs_opts, solver_opts, checked=True, t_start=None, estimate_error=False,
                 columns=None) -> Simulation:
@@ -319,6 +362,9 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
     """
     if t_start is None:
         t_start = time.perf_counter()
+    if model.discontinuities.queued:
+        return _run_queued(model, te, p, x, t0, method, sens, solver, rtol, atol, steady_state_options,
+                           solver_opts, checked, t_start)
     nx, np_ = model.n_states, model.n_params
     finite = te[np.isfinite(te)]
     t_last = float(finite[-1]) if finite.size else t0
