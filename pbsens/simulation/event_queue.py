@@ -21,9 +21,10 @@ Level 3's semantics (section 4.11 of the specification):
   each execution.
 * At an instant, the executions due then run one at a time: the one of highest
   **priority** (evaluated at that moment, from the current state) first; ties,
-  and events without a priority, in the order they were triggered (SBML leaves
-  their order open; this one is deterministic), an event without a priority
-  after those with one. After each execution the triggers are evaluated again:
+  among equal priorities at random (SBML's rule) from a generator seeded per
+  simulation (:data:`TIE_SEED`, so that a simulation is reproducible); events
+  without a priority (their order SBML leaves open) after those with one, in
+  the order they were triggered. After each execution the triggers are evaluated again:
   events whose trigger turned true are triggered (an execution due at once
   joins the instant), pending non-persistent events whose trigger turned false
   are removed.
@@ -46,7 +47,10 @@ from ..errors import PbsensError, SolverError
 from .spans import _SHIFT, _Outputs, _scan_segment
 from .state_events import MAX_CASCADE, MAX_EVENTS, TriggerWatch
 
-__all__ = ["simulate_queued", "EventQueue", "Pending"]
+__all__ = ["simulate_queued", "EventQueue", "Pending", "TIE_SEED"]
+
+#: Seed of the random order of executions of equal priority (one generator per simulation).
+TIE_SEED = 20260101
 
 
 @dataclass
@@ -63,14 +67,69 @@ class Pending:
 
 class _Watch(TriggerWatch):
     """A :class:`TriggerWatch` that reports every event whose trigger turns true at one instant (the queue
-    orders their executions) instead of refusing simultaneous ones."""
+    orders their executions) instead of refusing simultaneous ones, finds a trigger that turns true and
+    false again inside one solver step, and reads a component within rounding of 0 at an instant as 0."""
 
     def _single(self, firing, t):
         return [self.disc.state_events[s] for s in firing]
 
     def truth_now(self, t, x):
-        """The state events' trigger values (ns,) at ``(t, x)`` (latches released when left)."""
-        return self._truth(np.array([t]), np.asarray(x, dtype=np.float64)[None, :])[2][0]
+        """The state events' trigger values (ns,) at ``(t, x)`` (latches released when left). A component
+        within its band of 0 (as :meth:`_latch` sets it) counts as exactly 0 and is held at that truth until
+        it leaves the band: an assignment that sets a state to a trigger's threshold (up to the rounding
+        of the values it was computed from) neither flips the trigger nor lets it flicker."""
+        x = np.asarray(x, dtype=np.float64)
+        H = self.disc.trigger_values(np.array([t]), x[None, :], self.p)[0]
+        for c in np.flatnonzero(np.abs(H) <= _SNAP * (self.atol.max() + self.rtol * np.abs(x).max())):
+            if int(c) in self.latch:
+                continue
+            hx, _, _ = self.disc.trigger_gradient(int(c), t, x, self.p)
+            band = _SNAP * float(np.abs(hx) @ (self.atol + self.rtol * np.abs(x)))
+            if abs(H[c]) <= band:
+                self.latch[int(c)] = (not bool(self.disc.component_strict[c]), band)
+        return self._truth(np.array([t]), x[None, :])[2][0]
+
+    def scan(self, tr):
+        """:meth:`TriggerWatch.scan` on the solver's grid refined where components change sign: in such a
+        step the points between the roots of the components that changed are added (from the dense
+        output), so that a trigger true only between two of those roots is seen."""
+        if tr.sol is None or tr.t.size < 2:
+            return self._scan_keep(tr)
+        H = self.disc.trigger_values(tr.t, tr.x, self.p)
+        T = self.disc.trigger_truth(H)
+        steps = np.flatnonzero((T[:-1] != T[1:]).sum(axis=1) >= 2)
+        if not steps.size:
+            return self._scan_keep(tr)
+        extra = []
+        for j in steps:
+            ta, tb = float(tr.t[j]), float(tr.t[j + 1])
+            roots = sorted(self._root(tr, c, ta, tb, H[j, c], H[j + 1, c])
+                           for c in np.flatnonzero(T[j] != T[j + 1]))
+            cuts = [ta] + roots + [tb]
+            extra += [0.5 * (u + v) for u, v in zip(cuts[:-1], cuts[1:]) if ta < 0.5 * (u + v) < tb]
+        t = np.unique(np.concatenate([tr.t, extra]))
+        fine = _Fine(t, np.array([tr.sol(s) for s in t]), tr.sol)
+        fine.x[np.searchsorted(t, tr.t)] = tr.x        # the grid's own values where it has them
+        return self._scan_keep(fine)
+
+    def _scan_keep(self, tr):
+        """:meth:`TriggerWatch.scan`, keeping the triggers' values along the span (``span_truth``: the
+        times and (K, ns) values, the first row the values at its start) before the scan releases latches."""
+        A = self._truth(tr.t, tr.x, release=False)[2]
+        A[0] = self.prev
+        self.span_truth = (np.asarray(tr.t), A)
+        return super().scan(tr)
+
+
+class _Fine:
+    """A trajectory's grid with added points (``t``, ``x``) and its dense output (what ``scan`` reads)."""
+
+    def __init__(self, t, x, sol):
+        self.t, self.x, self.sol = t, x, sol
+
+
+#: A component within this many (atol + rtol |x|) (through h_x) of 0 at an instant counts as 0.
+_SNAP = 100.0
 
 
 def _instant_tol(t):
@@ -86,6 +145,7 @@ class EventQueue:
         self.fired = []
         self._seq = 0
         self._slot = {k: s for s, k in enumerate(self.disc.state_events)}
+        self.rng = np.random.default_rng(TIE_SEED)
 
     # ------------------------------------------------------------------ queueing
     def next_time(self):
@@ -125,13 +185,22 @@ class EventQueue:
         self.pending = keep
 
     def _choose(self, ready, t, x):
-        def key(e):
+        """The execution to run first: highest priority; among equal priorities one drawn at random (SBML:
+        equal priorities execute in random order; the generator is seeded per simulation, so a simulation
+        is reproducible); events without a priority after, in trigger order."""
+        keys = []
+        for e in ready:
             q = self.disc.event_priority(e.k, t, x, self.p)
             if q is not None and np.isnan(q):
                 raise PbsensError(f"model {self.model.name!r}: the priority of event "
                                   f"{self.disc.event_names[e.k]!r} at t = {t:.6g} is NaN")
-            return (0, -q, e.seq) if q is not None else (1, 0.0, e.seq)
-        return min(ready, key=key)
+            keys.append((0, -q, e.seq) if q is not None else (1, 0.0, e.seq))
+        best = min(keys)
+        if best[0] == 0:
+            tied = [e for e, kk in zip(ready, keys) if kk[:2] == best[:2]]
+            if len(tied) > 1:
+                return tied[int(self.rng.integers(len(tied)))]
+        return ready[keys.index(best)]
 
     # ------------------------------------------------------------------ an instant
     def instant(self, t, x, triggered=()):
@@ -140,7 +209,7 @@ class EventQueue:
         for k in triggered:
             self.trigger(k, t, x)
         tol = _instant_tol(t)
-        for _ in range(MAX_CASCADE):
+        for _ in range(MAX_CASCADE + 10 * self.disc.n_events):
             if self.watch is not None:
                 self.cancel(self.watch.truth_now(t, x))
             ready = [e for e in self.pending if e.t_exec <= t + tol]
@@ -210,9 +279,9 @@ def simulate_queued(model, te, p, x, t0, solver, rtol, atol, solver_opts, checke
                                     solver_opts, checked)
             out.seg_time += time.perf_counter() - t1
             end = hit[0] if hit is not None else b
-            rows = tr.t <= end
-            if queue.pending and rows.any():
-                queue.cancel(watch._truth(tr.t[rows], tr.x[rows], release=False)[2])
+            ts, A = watch.span_truth
+            if queue.pending:      # the triggers along the span up to its end (before a root found in it)
+                queue.cancel(A[ts < end] if hit is not None else A)
             if hit is not None:
                 b, tr = hit[0], None
                 sel = np.flatnonzero((finite >= cur) & (finite < b))

@@ -202,6 +202,9 @@ class TriggerWatch:
         def h(s):
             return d.trigger_values(np.array([s]), tr.sol(s)[None, :], p)[0, c]
 
+        fa, fb = h(ta), h(tb)
+        if not fa * fb < 0:     # the dense output differs from the grid values by rounding near 0: the end
+            return ta if fa == 0.0 or fa * hb > 0 else tb     # where it has crossed already
         return float(brentq(h, ta, tb, xtol=1e-14 * max(1.0, abs(tb)), rtol=4 * np.finfo(float).eps))
 
     def _single(self, firing, t):
