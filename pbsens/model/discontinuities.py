@@ -53,7 +53,7 @@ from ..errors import UnsupportedModelError
 __all__ = ["Discontinuities", "load", "NONE"]
 
 #: Bump when the generated source changes shape.
-DISCONTINUITIES_VERSION = "3"
+DISCONTINUITIES_VERSION = "4"
 
 _SWITCH_WORDS = re.compile(r"\b(piecewise|heaviside)\b")
 
@@ -85,6 +85,11 @@ class Discontinuities:
         ``>=``/``<=`` (``h >= 0``).
     event_components : list of list of int
         Per state-triggered event (in the order of ``state_events``): its components.
+    event_targets : list of list of int
+        Per event: the indices of the states it sets.
+    event_delayed, event_prioritized, event_persistent, event_trigger_values : list of bool
+        Per event: whether it has a delay, a priority, is persistent, and evaluates its
+        assignments at the trigger time (see :class:`~pbsens.model.spec.Event`).
     """
 
     n_breakpoints: int
@@ -98,6 +103,11 @@ class Discontinuities:
     component_texts: list = None
     component_strict: np.ndarray = None
     event_components: list = None
+    event_targets: list = None
+    event_delayed: list = None
+    event_prioritized: list = None
+    event_persistent: list = None
+    event_trigger_values: list = None
 
     def __post_init__(self):
         if self.time_events is None:           # a model with time-triggered events only
@@ -107,6 +117,15 @@ class Discontinuities:
         self.component_strict = np.asarray(self.component_strict if self.component_strict is not None else [],
                                            dtype=bool)
         self.event_components = [list(c) for c in (self.event_components or [])]
+        self._event_flags()
+
+    def _event_flags(self):
+        n = len(self.event_names)
+        self.event_targets = [list(c) for c in (getattr(self, "event_targets", None) or [[]] * n)]
+        self.event_delayed = list(getattr(self, "event_delayed", None) or [False] * n)
+        self.event_prioritized = list(getattr(self, "event_prioritized", None) or [False] * n)
+        self.event_persistent = list(getattr(self, "event_persistent", None) or [True] * n)
+        self.event_trigger_values = list(getattr(self, "event_trigger_values", None) or [True] * n)
 
     def __getstate__(self):
         # a module does not pickle: keep its file and import it again on the other side
@@ -118,6 +137,7 @@ class Discontinuities:
     def __setstate__(self, state):
         ref = state.pop("_module_file")
         self.__dict__.update(state)
+        self._event_flags()          # a state pickled before these fields existed: no delays, no priorities
         self.module = _import_file(ref[1], ref[0]) if ref is not None else None
 
     @property
@@ -163,6 +183,21 @@ class Discontinuities:
         """``(x_new, G_x, G_p, G_t)`` of event ``k`` at time ``t`` from the state ``x`` before it."""
         return self.module.event_assign(int(k), float(t), np.asarray(x, dtype=np.float64), p)
 
+    @property
+    def queued(self) -> bool:
+        """Whether an event has a delay or a priority (:mod:`pbsens.simulation.event_queue`)."""
+        return any(self.event_delayed) or any(self.event_prioritized)
+
+    def event_delay(self, k, t, x, p):
+        """``(delay, d_x (nx,), d_p (np,), d_t)`` of event ``k`` at ``(t, x)`` (0 without a delay)."""
+        return self.module.event_delay(int(k), float(t), np.asarray(x, dtype=np.float64), p)
+
+    def event_priority(self, k, t, x, p):
+        """The priority of event ``k`` at ``(t, x)`` (None without one)."""
+        if not self.event_prioritized[k]:
+            return None
+        return float(self.module.event_priority(int(k), float(t), np.asarray(x, dtype=np.float64), p))
+
 
 #: The discontinuities of a model that has none.
 NONE = Discontinuities(0, [], [], [], [])
@@ -192,7 +227,10 @@ def load(spec):
     d = Discontinuities(module.NB, list(module.BREAKPOINT_TEXTS), list(module.EVENT_NAMES),
                         list(module.EVENT_INITIAL_VALUES), list(module.UNRESOLVED), module,
                         list(module.TIME_EVENTS), list(module.STATE_EVENTS), list(module.COMPONENT_TEXTS),
-                        np.array(module.COMPONENT_STRICT, dtype=bool), [list(c) for c in module.EVENT_COMPONENTS])
+                        np.array(module.COMPONENT_STRICT, dtype=bool), [list(c) for c in module.EVENT_COMPONENTS],
+                        [list(c) for c in module.EVENT_TARGETS], list(module.EVENT_DELAYED),
+                        list(module.EVENT_PRIORITIZED), list(module.EVENT_PERSISTENT),
+                        list(module.EVENT_TRIGGER_VALUES))
     if d.unresolved:
         warnings.warn(f"model {spec.name!r}: the time comparison(s) {', '.join(d.unresolved)} are not linear "
                       "in the time; their switching times are not known in advance and the solver may step "
@@ -279,14 +317,16 @@ def generate_source(spec) -> str:
 
     readable = {t: sp.Symbol(spec.time), **{x: sp.Symbol(n) for x, n in zip(xs, spec.state_names)},
                 **{q: sp.Symbol(n) for q, n in zip(ps, spec.param_names)}}
-    ev_times, ev_assign, time_events, state_events = [], [], [], []
+    ev_times, ev_assign, time_events, state_events, ev_delay, ev_priority = [], [], [], [], [], []
+    queued = any(ev.queued for ev in spec.events)
     comps, comp_texts, comp_strict, ev_comps, ev_bool = [], [], [], [], []
     for k, ev in enumerate(spec.events):
         where = f"{model}: event {ev.name!r}"
         if ev.trigger is not None:
             cond = as_condition(parse_expression(ev.trigger, env, f"{where}: trigger"))
             mine = []
-            ev_bool.append(_trigger_code(cond, comps, comp_texts, comp_strict, mine, where, ev.name, readable))
+            ev_bool.append(_trigger_code(cond, comps, comp_texts, comp_strict, mine, where, ev.name, readable,
+                                         share=queued))
             ev_comps.append(mine)
             state_events.append(k)
         else:
@@ -304,6 +344,9 @@ def generate_source(spec) -> str:
             time_events.append(k)
         ev_assign.append([(index[target], parse_expression(expr, env, f"{where}: assignment to {target!r}"))
                           for target, expr in ev.assignments.items()])
+        ev_delay.append(sp.Integer(0) if ev.delay is None else parse_expression(ev.delay, env, f"{where}: delay"))
+        ev_priority.append(None if ev.priority is None else
+                           parse_expression(ev.priority, env, f"{where}: priority"))
 
     pr = _Printer()
     P = pr.doprint
@@ -328,6 +371,11 @@ def generate_source(spec) -> str:
         f"COMPONENT_TEXTS = {comp_texts!r}",
         f"COMPONENT_STRICT = {comp_strict!r}",
         f"EVENT_COMPONENTS = {ev_comps!r}",
+        f"EVENT_TARGETS = {[[index[n] for n in e.assignments] for e in spec.events]!r}",
+        f"EVENT_DELAYED = {[e.delay is not None for e in spec.events]!r}",
+        f"EVENT_PRIORITIZED = {[e.priority is not None for e in spec.events]!r}",
+        f"EVENT_PERSISTENT = {[bool(e.persistent) for e in spec.events]!r}",
+        f"EVENT_TRIGGER_VALUES = {[bool(e.use_values_from_trigger_time) for e in spec.events]!r}",
         "",
     ]
 
@@ -360,6 +408,7 @@ def generate_source(spec) -> str:
                 lines.append(f"    Gt[{i}] = {P(d)}")
         out += lines + ["    return xn, Gx, Gp, Gt", "", ""]
     out += _trigger_source(comps, ev_bool, t, xs, ps, P)
+    out += _delay_priority_source(ev_delay, ev_priority, t, xs, ps, P, unpack_x, unpack_p)
     out += [f"_EVENTS = ({''.join(f'_event_{k}, ' for k in range(len(ev_assign)))})", "", "",
             "def event_assign(k, t, x, p):",
             '    """(x_new, G_x, G_p, G_t) of event k at time t from the state x just before it."""',
@@ -367,9 +416,11 @@ def generate_source(spec) -> str:
     return "\n".join(out)
 
 
-def _trigger_code(cond, comps, texts, strict, mine, where, name, readable):
+def _trigger_code(cond, comps, texts, strict, mine, where, name, readable, share=False):
     """numpy code of the condition ``cond`` on the truth matrix ``T`` of the components; appends the
-    comparisons it holds to ``comps`` (``h``), ``texts``, ``strict`` and their indices to ``mine``."""
+    comparisons it holds to ``comps`` (``h``), ``texts``, ``strict`` and their indices to ``mine``.
+    With ``share`` (models with delayed or prioritized events, whose queue orders simultaneous
+    triggers) a comparison already among ``comps`` reuses that component."""
     import sympy as sp
     from sympy.core import relational as rel
 
@@ -387,9 +438,15 @@ def _trigger_code(cond, comps, texts, strict, mine, where, name, readable):
                 raise UnsupportedModelError(f"{where}: its trigger's comparison {c.xreplace(readable)} involves "
                                             "neither the time nor a state: it never changes during a solve",
                                             [("event trigger", name)])
+            is_strict = isinstance(c, (rel.StrictGreaterThan, rel.StrictLessThan))
+            for i, (h2, s2) in enumerate(zip(comps, strict)):
+                if share and s2 == is_strict and h2 == h:    # one comparison shared by several triggers: one component,
+                    if i not in mine:              # so that their events become true at one root together
+                        mine.append(i)
+                    return f"T[:, {i}]"
             comps.append(h)
             texts.append(str(c.xreplace(readable)))
-            strict.append(isinstance(c, (rel.StrictGreaterThan, rel.StrictLessThan)))
+            strict.append(is_strict)
             mine.append(len(comps) - 1)
             return f"T[:, {len(comps) - 1}]"
         kind = type(c).__name__
@@ -429,4 +486,28 @@ def _trigger_source(comps, ev_bool, t, xs, ps, P):
               "def trigger_gradient(c, t, x, p):",
               '    """(h_x, h_p, h_t) of trigger component c at (t, x)."""',
               "    return _GRADIENTS[c](t, x, p)", "", ""]
+    return lines
+
+
+def _delay_priority_source(delays, priorities, t, xs, ps, P, unpack_x, unpack_p):
+    """Source lines of ``event_delay`` (value and gradients) and ``event_priority`` of every event."""
+    import sympy as sp
+    lines = []
+    for k, d in enumerate(delays):
+        lines += [f"def _delay_{k}(t, x, p):"] + unpack_x + unpack_p
+        lines += ["    dx = np.zeros(NX)", "    dp = np.zeros(NP)"]
+        lines += _derivative_lines(d, xs, "dx[{}]", P) + _derivative_lines(d, ps, "dp[{}]", P)
+        lines += [f"    return float({P(d)}), dx, dp, float({P(sp.diff(d, t))})", "", ""]
+    for k, q in enumerate(priorities):
+        lines += [f"def _priority_{k}(t, x, p):"] + unpack_x + unpack_p
+        lines += [f"    return float({P(q) if q is not None else 'math.nan'})", "", ""]
+    n = len(delays)
+    lines += [f"_DELAYS = ({''.join(f'_delay_{k}, ' for k in range(n))})",
+              f"_PRIORITIES = ({''.join(f'_priority_{k}, ' for k in range(n))})", "", "",
+              "def event_delay(k, t, x, p):",
+              '    """(delay, d_x, d_p, d_t) of event k at (t, x): evaluated when its trigger turns true."""',
+              "    return _DELAYS[k](t, x, p)", "", "",
+              "def event_priority(k, t, x, p):",
+              '    """The priority of event k at (t, x) (NaN without one): evaluated at its execution."""',
+              "    return _PRIORITIES[k](t, x, p)", ""]
     return lines

@@ -96,6 +96,14 @@ class Event:
     trigger's value before the start (SBML's ``initialValue``): with ``True`` an
     event whose trigger holds at the start (whose time is at or before the start
     time) does not fire there; with ``False`` it fires at the start.
+
+    SBML's delayed and ordered events (:mod:`pbsens.simulation.event_queue`):
+    ``delay`` (an expression of the time, the states and the parameters,
+    evaluated when the trigger becomes true) puts the execution that much
+    later; ``use_values_from_trigger_time`` evaluates the assignments at the
+    trigger time (else at the execution); ``persistent=False`` cancels a pending
+    execution whose trigger turns false before it; ``priority`` (evaluated at
+    the execution) orders executions due at the same instant, highest first.
     """
 
     name: str
@@ -103,6 +111,15 @@ class Event:
     assignments: dict
     initial_value: bool = True
     trigger: str | None = None
+    delay: str | None = None
+    priority: str | None = None
+    persistent: bool = True
+    use_values_from_trigger_time: bool = True
+
+    @property
+    def queued(self) -> bool:
+        """Whether the event needs the execution queue (a delay or a priority)."""
+        return self.delay is not None or self.priority is not None
 
     def to_dict(self) -> dict:
         d = {"name": self.name}
@@ -113,6 +130,14 @@ class Event:
         d["assignments"] = dict(self.assignments)
         if not self.initial_value:
             d["initial_value"] = False
+        # the keys below only when set, so that the keys of models without them do not change
+        for key in ("delay", "priority"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
+        if not self.persistent:
+            d["persistent"] = False
+        if not self.use_values_from_trigger_time:
+            d["use_values_from_trigger_time"] = False
         return d
 
 
@@ -218,9 +243,13 @@ class ModelSpec:
                     raise ModelError(f"{where}: event {ev.name!r} assigns {target!r}, which is not a state "
                                      "(events may only set states)")
                 _check_expression(expr, f"{where}: assignment to {target!r} of event {ev.name!r}")
-            if not isinstance(ev.initial_value, bool):
-                raise ModelError(f"{where}: 'initial_value' of event {ev.name!r} must be true or false, "
-                                 f"got {ev.initial_value!r}")
+            for key in ("initial_value", "persistent", "use_values_from_trigger_time"):
+                if not isinstance(getattr(ev, key), bool):
+                    raise ModelError(f"{where}: {key!r} of event {ev.name!r} must be true or false, "
+                                     f"got {getattr(ev, key)!r}")
+            for key in ("delay", "priority"):
+                if getattr(ev, key) is not None:
+                    _check_expression(getattr(ev, key), f"{where}: {key} of event {ev.name!r}")
         return self
 
     # ------------------------------------------------------------ (de)serialise
@@ -343,10 +372,15 @@ def _req(entry, key, source, section):
 
 def _event(entry, source):
     name = _req(entry, "name", source, "events")
-    unknown = set(entry) - {"name", "time", "trigger", "assignments", "initial_value"}
+    allowed = ("name", "time", "trigger", "assignments", "initial_value", "delay", "priority", "persistent",
+               "use_values_from_trigger_time")
+    unknown = set(entry) - set(allowed)
     if unknown:
-        raise ModelError(f"{source}: event {name!r} has unknown key(s) {sorted(unknown)}; allowed: name, time, "
-                         "trigger, assignments, initial_value")
+        raise ModelError(f"{source}: event {name!r} has unknown key(s) {sorted(unknown)}; allowed: "
+                         + ", ".join(allowed))
+    for key in ("initial_value", "persistent", "use_values_from_trigger_time"):
+        if key in entry and not isinstance(entry[key], bool):
+            raise ModelError(f"{source}: {key!r} of event {name!r} must be true or false, got {entry[key]!r}")
     if ("time" in entry) == ("trigger" in entry):
         raise ModelError(f"{source}: event {name!r} needs exactly one of 'time' (time-triggered) and 'trigger' "
                          "(state-triggered)")
@@ -354,7 +388,9 @@ def _event(entry, source):
     if not isinstance(assignments, dict):
         raise ModelError(f"{source}: 'assignments' of event {name!r} must be an object {{state: expression}}")
     return Event(name=name, time=entry.get("time"), assignments=dict(assignments),
-                 initial_value=entry.get("initial_value", True), trigger=entry.get("trigger"))
+                 initial_value=entry.get("initial_value", True), trigger=entry.get("trigger"),
+                 delay=entry.get("delay"), priority=entry.get("priority"), persistent=entry.get("persistent", True),
+                 use_values_from_trigger_time=entry.get("use_values_from_trigger_time", True))
 
 
 def _check_expression(expr, where):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import PbsensError, SolverError
+from ..errors import PbsensError, SolverError, UnsupportedModelError
 from ..sensitivity.adjoint import march_backward, march_plan
 from .segments import _SHIFT, _breakpoint_shift, _stops
 from .steady_state import _newton_form_defect, conservation_laws, steady_state
@@ -61,6 +61,12 @@ def _check_events(model):
     if getattr(model.discontinuities, "state_events", None):     # their times move with x: not transposed here
         raise PbsensError(f"the adjoint gradient does not support state-triggered events (model {model.name!r}); "
                           "use a forward method")
+    if getattr(model.discontinuities, "queued", False):          # executions apart from triggers: see event_queue
+        names = [n for k, n in enumerate(model.discontinuities.event_names)
+                 if model.discontinuities.event_delayed[k] or model.discontinuities.event_prioritized[k]]
+        raise UnsupportedModelError(f"the adjoint gradient does not support delayed or prioritized events (model "
+                                    f"{model.name!r}: {', '.join(map(repr, names))})",
+                                    [("event delay sensitivities", n) for n in names])
 
 
 def forward_states(model, te, p, x, *, t0=0.0, solver="rodas5p", rtol=1e-8, atol=1e-10, substeps=None,

@@ -52,6 +52,13 @@ Conventions
   at ``t*`` (no shift: the right-hand side does not switch there). An event
   whose trigger holds at ``t0`` fires there when its ``initial_value`` is
   false; a jump that makes a trigger true fires that event at once.
+* **Delayed and prioritized events** (an ``Event`` with a ``delay`` or a
+  ``priority``): the whole simulation goes through the execution queue of
+  :mod:`pbsens.simulation.event_queue` (SBML's semantics: execution at the
+  trigger time plus the delay, ``use_values_from_trigger_time``,
+  ``persistent``, priorities at simultaneous executions); states only, the
+  sensitivities raise :class:`~pbsens.errors.UnsupportedModelError`
+  (``"event delay sensitivities"``).
 """
 from __future__ import annotations
 
@@ -60,9 +67,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import PbsensError, SolverError
+from ..errors import PbsensError, SolverError, UnsupportedModelError
 from ..sensitivity.methods import FORWARD
 from ..solvers.trajectory import check_time
+from .event_queue import simulate_queued
+from .spans import _SHIFT, _Outputs, _scan_segment
 from .state_events import MAX_EVENTS, TriggerWatch, apply_event
 from .steady_state import steady_state
 
@@ -73,7 +82,6 @@ SENSITIVITY_OPTIONS = ("n_factor", "n_max", "eq_tol", "norm", "interpolation", "
                        "freeze")
 #: Options of :func:`pbsens.forward_sensitivities` (beyond the solver's) for ``method="fs"``.
 FORWARD_OPTIONS = ("jacobian",)
-_SHIFT = 64 * np.finfo(float).eps
 
 
 @dataclass
@@ -169,127 +177,6 @@ def _stops(model, p, t0, t_last):
     return [(tau, *stops[tau]) for tau in sorted(stops)], at_start, start_shift
 
 
-def _state_solver(method, sens, solver, checked):
-    """The state solve (``solve_states`` or, after an earlier call checked the arguments, the compiled
-    Rodas5P directly) and the solver name it uses for this method."""
-    from ..solvers import solve_states
-    if method == FORWARD and sens:
-        return solve_states, solver or "BDF"
-    if checked and solver == "rodas5p":
-        return _solve_rodas5p, solver
-    return solve_states, solver or "LSODA"
-
-
-def _scan_segment(model, watch, a, b, outs, x, p, method, sens, solver, rtol, atol, solver_opts, checked):
-    """Solve the states on ``[a, b]`` (with dense output) and look for a state event in it:
-    ``(hit, tr)``, ``hit`` as :meth:`TriggerWatch.scan` returns it (None: no event)."""
-    solve, name = _state_solver(method, sens, solver, checked)
-    times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
-    tr = solve(model, (a, b), t_eval=times, p=p, x0=x, method=name, rtol=rtol, atol=atol, dense_output=True,
-               **solver_opts)
-    return watch.scan(tr), tr
-
-
-def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts,
-             checked=False, carried=None, tr=None, columns=None):
-    """Integrate ``[a, b]``; return (x at outs (n, nx), S at outs or None, x(b), S(b)), and with
-    ``carried`` (the estimated error of ``S`` at ``a``, signed) the estimated error of S at outs and at b.
-    ``tr``: the state trajectory on ``[a, b]`` with these outputs, when already solved (post-hoc methods).
-    ``columns``: the only columns of ``S`` computed (:func:`simulate`); the others are zero."""
-    from ..sensitivity.forward import forward_sensitivities
-    from ..sensitivity.posthoc import sensitivities
-    times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
-    solve_states, _ = _state_solver(method, sens, solver, checked)
-    cols = columns if sens and columns is not None and 0 < columns.size < model.n_params else None
-    sel = {} if cols is None else {"params": cols}
-    S_in = S if cols is None else np.ascontiguousarray(S[:, cols])
-    if method == FORWARD and sens:
-        r = forward_sensitivities(model, (a, b), t_eval=times, p=p, x0=x, S0=S_in, method=solver or "BDF",
-                                  rtol=rtol, atol=atol, **sel, **fs_opts, **solver_opts)
-        X, SS = r.x, _all_columns(r.S, cols, model.n_params)
-    else:
-        from ..sensitivity.posthoc import DEFAULT_SUBSTEPS
-        solver = solver or "LSODA"
-        interp = sens_opts.get("interpolation", "linear")
-        substeps = sens_opts.get("substeps") or DEFAULT_SUBSTEPS.get(solver, 1)
-        # dense output only when the march needs it (interpolated outputs, or a refined grid, e.g. rodas5p's)
-        dense = interp == "dense" or (sens and substeps > 1)
-        if tr is None:
-            tr = solve_states(model, (a, b), t_eval=times, p=p, x0=x, method=solver, rtol=rtol, atol=atol,
-                              dense_output=dense, **solver_opts)
-        elif not dense:
-            tr.sol = None
-        X = tr.x[tr.eval_index]
-        SS = None
-        if sens:
-            r = sensitivities(model, tr, method=method, S0=S_in, estimate_error=carried is not None, **sel,
-                              **sens_opts)
-            SS = r.S
-            if carried is not None:
-                err = r.error_matrix
-                if np.any(carried != 0):
-                    # the error at a, carried by the march itself: it is linear in S0 on a fixed grid,
-                    # so the march from S0 + e minus the one from S0 is the discrete transition times e
-                    e0 = carried if cols is None else carried[:, cols]
-                    err = err + (sensitivities(model, tr, method=method, S0=S_in + e0, **sel, **sens_opts).S - SS)
-                err = _all_columns(err, cols, model.n_params)
-            SS = _all_columns(SS, cols, model.n_params)
-    idx = np.searchsorted(times, np.clip(outs, a, b))
-    out = (X[idx], (SS[idx] if SS is not None else None), X[-1].copy(), (SS[-1].copy() if SS is not None else None))
-    if carried is not None:
-        return out + (err[idx], err[-1].copy())
-    return out
-
-
-def _all_columns(A, cols, n_params):
-    """``A`` (..., nx, len(cols)) as (..., nx, n_params), zero outside ``cols`` (``A`` itself when ``cols`` is None)."""
-    if cols is None or A is None:
-        return A
-    out = np.zeros(A.shape[:-1] + (n_params,))
-    out[..., cols] = A
-    return out
-
-
-class _Outputs:
-    """The outputs of one simulation as its spans fill them, with the time spent and the spans solved."""
-
-    def __init__(self, K, nx, np_, sens, estimate_error):
-        self.X = np.empty((K, nx))
-        self.S = np.empty((K, nx, np_)) if sens else None
-        self.E = np.empty((K, nx, np_)) if estimate_error else None
-        self.seg_time = 0.0
-        self.spans = []
-
-    def span(self, model, a, b, sel, finite, x, S, p, carried, tr, seg_args):
-        """Solve ``[a, b]`` (nothing when ``b <= a``), fill the outputs ``sel``; ``(x, S, carried)`` at ``b``."""
-        method, sens, solver, rtol, atol, sens_opts, fs_opts, solver_opts, checked, columns = seg_args
-        if b > a:
-            t1 = time.perf_counter()
-            seg = _segment(model, a, b, finite[sel], x, S, p, method, sens, solver, rtol, atol,
-                           sens_opts, fs_opts, solver_opts, checked, carried=carried, tr=tr, columns=columns)
-            Xs, Ss, x, S_end = seg[:4]
-            if carried is not None:
-                self.E[sel], carried = seg[4], seg[5]
-            self.seg_time += time.perf_counter() - t1
-            self.spans.append((a, b))
-            self.X[sel] = Xs
-            if sens:
-                self.S[sel] = Ss
-                S = S_end
-        else:
-            self.X[sel] = x
-            if sens:
-                self.S[sel] = S
-            if carried is not None:
-                self.E[sel] = carried
-        return x, S, carried
-
-
-def _solve_rodas5p(model, t_span, *, method, **kwargs):
-    from ..solvers.rosenbrock import solve_rosenbrock
-    return solve_rosenbrock(model, t_span, **kwargs)
-
-
 def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", sensitivities=True,
              solver=None, rtol=1e-8, atol=1e-10, steady_state_options=None, estimate_error=False,
              columns=None, **options) -> Simulation:
@@ -359,7 +246,8 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
     PbsensError
         Bad arguments (named); :class:`~pbsens.errors.SolverError` when a solve fails.
     UnsupportedModelError
-        Two state-triggered events fire at the same instant (``"simultaneous events"``).
+        Two state-triggered events fire at the same instant (``"simultaneous events"``); sensitivities
+        of a model with delayed or prioritized events (``"event delay sensitivities"``).
     """
     t_start = time.perf_counter()
     t0 = check_time(t0, "t0")
@@ -428,6 +316,40 @@ def split_options(options):
             {k: v for k, v in options.items() if k not in SENSITIVITY_OPTIONS and k not in FORWARD_OPTIONS})
 
 
+def _run_queued(model, te, p, x, t0, method, sens, solver, rtol, atol, steady_state_options, solver_opts, checked,
+                t_start):
+    """:func:`run_checked` for a model with delayed or prioritized events (:mod:`.event_queue`): states only."""
+    disc = model.discontinuities
+    if sens:
+        names = [n for k, n in enumerate(disc.event_names) if disc.event_delayed[k] or disc.event_prioritized[k]]
+        raise UnsupportedModelError(
+            f"model {model.name!r}: the sensitivities across delayed or prioritized events "
+            f"({', '.join(map(repr, names))}) are not implemented; simulate(..., sensitivities=False) gives the "
+            "states", 
+            [("event delay sensitivities", n) for n in names])
+    X, fired, spans, seg_time, x = simulate_queued(model, te, p, x, t0, solver, rtol, atol, solver_opts, checked,
+                                                   t_start)
+    X_out = np.empty((te.size, model.n_states))
+    X_out[:X.shape[0]] = X
+    finite = te[np.isfinite(te)]
+    ss_info, t_ss = None, 0.0
+    if finite.size < te.size:
+        t1 = time.perf_counter()
+        ss_opts = dict(steady_state_options or {})
+        if isinstance(solver, str):
+            ss_opts.setdefault("solver", solver)
+        t_last = float(finite[-1]) if finite.size else t0
+        x_ss, _, ss_info = steady_state(model, p, x, None, sensitivities=False, t=t_last, return_info=True,
+                                        **ss_opts)
+        t_ss = time.perf_counter() - t1
+        X_out[finite.size:] = x_ss
+    tb, _ = disc.breakpoints(p)
+    t_last = float(finite[-1]) if finite.size else t0
+    return Simulation(t=te, x=X_out, S=None, p=p, method=method, events=fired,
+                      breakpoints=np.sort(tb[(tb > t0) & (tb <= t_last)]), steady_state=ss_info, segments=spans,
+                      timings={"segments": seg_time, "steady_state": t_ss, "total": time.perf_counter() - t_start})
+
+
 def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady_state_options, sens_opts,
                 fs_opts, solver_opts, checked=True, t_start=None, estimate_error=False,
                 columns=None) -> Simulation:
@@ -442,6 +364,9 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
     """
     if t_start is None:
         t_start = time.perf_counter()
+    if model.discontinuities.queued:
+        return _run_queued(model, te, p, x, t0, method, sens, solver, rtol, atol, steady_state_options,
+                           solver_opts, checked, t_start)
     nx, np_ = model.n_states, model.n_params
     finite = te[np.isfinite(te)]
     t_last = float(finite[-1]) if finite.size else t0

@@ -190,7 +190,10 @@ class TriggerWatch:
         return tb, c, bool(T[j + 1, c]), ks
 
     def _root(self, tr, c, ta, tb, ha, hb):
-        """The time in ``[ta, tb]`` where component ``c`` crosses 0 (dense output; ``tb`` without one)."""
+        """The time in ``[ta, tb]`` where component ``c`` crosses 0 (dense output; ``tb`` without one).
+        A strict comparison at exactly 0 on the grid (``ha == 0``) turns true just after ``ta``: ``ta``."""
+        if tr.sol is not None and ha == 0.0:
+            return ta
         if tr.sol is None or not ha * hb < 0:
             return tb
         from scipy.optimize import brentq
@@ -199,6 +202,9 @@ class TriggerWatch:
         def h(s):
             return d.trigger_values(np.array([s]), tr.sol(s)[None, :], p)[0, c]
 
+        fa, fb = h(ta), h(tb)
+        if not fa * fb < 0:     # the dense output differs from the grid values by rounding near 0: the end
+            return ta if fa == 0.0 or fa * hb > 0 else tb     # where it has crossed already
         return float(brentq(h, ta, tb, xtol=1e-14 * max(1.0, abs(tb)), rtol=4 * np.finfo(float).eps))
 
     def _single(self, firing, t):

@@ -1,6 +1,6 @@
 """SBML events: time- and state-triggered events with state assignments become :class:`~pbsens.model.spec.Event`.
 
-Supported: an event without ``<delay>`` and without ``<priority>`` whose
+Supported: an event (with or without ``<delay>`` and ``<priority>``) whose
 trigger is either
 
 * **time-triggered**: it compares the time with an expression ``c`` that uses
@@ -20,18 +20,23 @@ trigger is either
 
 The assignments set species or parameters; a species or parameter that an
 event sets becomes a state (with right-hand side 0 when nothing else changes
-it). ``persistent`` and ``useValuesFromTriggerTime`` make no difference
-without a delay and with one event firing at a time (two state-triggered
-events firing at the same instant raise :class:`UnsupportedModelError` at run
-time, ``"simultaneous events"``); ``initialValue`` (SBML Level 3; Level 2
-behaves as ``true``) decides whether an event whose trigger holds at the start
-fires there (see :class:`~pbsens.model.spec.Event`).
+it). ``initialValue`` (SBML Level 3; Level 2 behaves as ``true``) decides
+whether an event whose trigger holds at the start fires there (see
+:class:`~pbsens.model.spec.Event`). The delay and the priority (their math),
+``persistent`` (Level 3; Level 2 events are persistent) and
+``useValuesFromTriggerTime`` (Level 2 Version 4 and Level 3; ``true`` before)
+are kept on the ``Event``; a model with a delay or a priority is simulated
+through the execution queue of :mod:`pbsens.simulation.event_queue` (states
+only: its sensitivities raise :class:`UnsupportedModelError`, ``"event delay
+sensitivities"``). Without delays and priorities, two state-triggered events
+firing at the same instant raise :class:`UnsupportedModelError` at run time
+(``"simultaneous events"``).
 
 Anything else raises :class:`UnsupportedModelError` naming the event and what
 is unsupported: a trigger of another form, e.g. an equality ``eq``/``neq``
-(whose time cannot be located) or a constant (``"event trigger"``), a delay
-(``"event delay"``), a priority (``"event priority"``), an assignment to a
-compartment or a species reference (``"event assignment"``).
+(whose time cannot be located) or a constant (``"event trigger"``), a
+priority without math (``"event priority"``), an assignment to a compartment
+or a species reference (``"event assignment"``).
 
 The reader calls this module twice:
 
@@ -144,13 +149,25 @@ def _time_triggered(event, L, m):
     return c if c is not None and not _depends_on_changing(c, L, m) else None
 
 
+def _delay_math(event):
+    """The math of the event's ``<delay>``, or None (no delay, or one without math)."""
+    if event.isSetDelay() and event.getDelay() is not None:
+        return event.getDelay().getMath()
+    return None
+
+
+def _priority_math(event):
+    """The math of the event's ``<priority>`` (SBML Level 3), or None when it has none."""
+    if hasattr(event, "isSetPriority") and event.isSetPriority() and event.getPriority() is not None:
+        return event.getPriority().getMath()
+    return None
+
+
 def event_unsupported(event, index, ctx):
     """Why ``event`` cannot be represented (an ``unsupported`` kind), or None when it can."""
     L, m = ctx.L, ctx.m
-    if event.isSetDelay() and event.getDelay() is not None and event.getDelay().getMath() is not None:
-        return "event delay"
-    if hasattr(event, "isSetPriority") and event.isSetPriority():
-        return "event priority"
+    if hasattr(event, "isSetPriority") and event.isSetPriority() and _priority_math(event) is None:
+        return "event priority"          # a priority without math (SBML Level 3 Version 2): no order known
     trig = event.getTrigger()
     node = trig.getMath() if trig is not None else None
     if node is None:
@@ -176,6 +193,9 @@ def scan_events(model, ctx):
             ctx.add_unsupported(kind, eid)
             continue
         ctx.scan_math(ev.getTrigger().getMath(), eid)
+        for node in (_delay_math(ev), _priority_math(ev)):
+            if node is not None:
+                ctx.scan_math(node, eid)
         for j in range(ev.getNumEventAssignments()):
             ctx.scan_math(ev.getEventAssignment(j).getMath(), eid)
 
@@ -213,8 +233,19 @@ def read_event(event, index, ctx):
                                         [("event assignment", eid)])
         assignments[ctx.names[var]] = ctx.convert(ea.getMath(), f"assignment to {var!r} of {where}")
     trig = event.getTrigger()
-    initial = bool(trig.getInitialValue()) if ctx.m.getLevel() >= 3 else True
-    return Event(name=eid, time=time_text, assignments=assignments, initial_value=initial, trigger=trigger)
+    level3 = ctx.m.getLevel() >= 3
+    initial = bool(trig.getInitialValue()) if level3 else True
+    persistent = bool(trig.getPersistent()) if level3 and trig.isSetPersistent() else True
+    from_trigger = True
+    if level3 or (ctx.m.getLevel() == 2 and ctx.m.getVersion() >= 4):
+        if not level3 or event.isSetUseValuesFromTriggerTime():
+            from_trigger = bool(event.getUseValuesFromTriggerTime())
+    delay = _delay_math(event)
+    priority = _priority_math(event)
+    return Event(name=eid, time=time_text, assignments=assignments, initial_value=initial, trigger=trigger,
+                 delay=None if delay is None else ctx.convert(delay, f"delay of {where}"),
+                 priority=None if priority is None else ctx.convert(priority, f"priority of {where}"),
+                 persistent=persistent, use_values_from_trigger_time=from_trigger)
 
 
 def read_events(model, ctx) -> tuple:
