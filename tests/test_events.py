@@ -139,16 +139,22 @@ def test_state_dependent_event_time_is_named():
     assert ("event time", "refill") in info.value.unsupported
 
 
-def test_event_with_delay_is_unsupported(tmp_path):
+def test_event_with_delay_runs_and_refuses_its_sensitivities(tmp_path):
     text = open(os.path.join(SBML, "event_dose.xml")).read().replace(
         '<event id="dose" useValuesFromTriggerTime="true">',
         '<event id="dose" useValuesFromTriggerTime="true"><delay><math xmlns="http://www.w3.org/1998/Math/MathML">'
         '<cn> 1 </cn></math></delay>')
     path = tmp_path / "delayed.xml"
     path.write_text(text)
+    model = pbsens.load_model(path)           # delays are read (issue #39), their sensitivities refused
+    x0, k, D, td = (model.p[model.param_names.index(n)] for n in ("x0", "k", "D", "td"))
+    r = simulate(model, np.array([td + 0.5, td + 1.5]), method="exp2", sensitivities=False)
+    # x := x + D with useValuesFromTriggerTime: x(td) + D, assigned at td + 1 (not at td), then decaying
+    want = [x0 * np.exp(-k * (td + 0.5)), (x0 * np.exp(-k * td) + D) * np.exp(-k * 0.5)]
+    np.testing.assert_allclose(r.x[:, 0], want, rtol=1e-6)
     with pytest.raises(pbsens.UnsupportedModelError) as info:
-        pbsens.load_model(path)
-    assert ("event delay", "dose") in info.value.unsupported
+        simulate(model, np.array([td + 0.5, td + 1.5]), method="exp2")
+    assert ("event delay sensitivities", "dose") in info.value.unsupported
 
 
 # ------------------------------------------------------------ JSON events, initial values
