@@ -201,3 +201,19 @@ def test_equal_priorities_random_but_reproducible(tmp_path):
     assert y[0] == 1.0 and y[1] in (5.0, 8.0)
     again = simulate(model, t, sensitivities=False, **TIGHT)
     assert np.array_equal(again.x, sim.x)
+
+
+def test_json_model_keys_round_trip_and_simulate():
+    """The JSON keys of a delayed event: read, written back unchanged, and simulated (x' = 1 from 0,
+    trigger x > 1, delay 0.5, x := 10 evaluated at the execution time: x(1.5) = 10, x(2) = 10.5)."""
+    import pbsens
+    from pbsens.model.spec import ModelSpec
+    d = {"name": "delayed_json", "states": [{"name": "x", "initial": "0"}], "parameters": [],
+         "odes": {"x": "1"},
+         "events": [{"name": "E", "trigger": "x > 1", "assignments": {"x": "10 + 0*x"}, "delay": "0.5",
+                     "priority": "1", "persistent": False, "use_values_from_trigger_time": False}]}
+    spec = ModelSpec.from_dict(d)
+    assert spec.events[0].to_dict() == d["events"][0]
+    model = pbsens.load_model(spec, backend="tape")
+    sim = simulate(model, [1.0, 1.4, 1.5, 2.0], sensitivities=False, **TIGHT)
+    assert np.allclose(sim.x[:, 0], [1.0, 1.4, 10.0, 10.5], atol=1e-8)

@@ -94,13 +94,14 @@ How SBML maps onto a spec
   for every renamed element.
 
 * **Events** triggered by the time (``time >= c``, ``c`` an expression of
-  parameters), without delay or priority, become the spec's events
-  (:class:`~pbsens.model.spec.Event`); the species and parameters they set
-  become states (see :mod:`.events`).
+  parameters) or by states (comparisons combined with and/or/xor/not), with
+  their delays, priorities, ``persistent`` and ``useValuesFromTriggerTime``,
+  become the spec's events (:class:`~pbsens.model.spec.Event`); the species
+  and parameters they set become states (see :mod:`.events`).
 
 Unsupported constructs raise one :class:`UnsupportedModelError` listing every
-occurrence as ``(kind, id)``: events triggered by states or with a delay or
-priority, algebraic rules, ``delay``,
+occurrence as ``(kind, id)``: event triggers that cannot be located in time
+(equalities, constants), algebraic rules, ``delay``,
 fast reactions, events that set a concentration species in a non-constant
 compartment, reactions without a kinetic law, math without a dialect
 equivalent (``factorial``, ``quotient``, ``rem``, non-finite numbers, package
