@@ -141,7 +141,42 @@ def run_reference(yaml, rtol, atol, cpu_limit, wall_limit):
         return z["gradient"].copy(), float(z["cpu"]), None
 
 
-def problem(yaml, repeats, ref_cpu_limit=1200.0, ref_wall_limit=3600.0, load_limit=900.0, save=lambda rec: None):
+def score(rec, ref, ref_cpu):
+    """Each gradient's max-norm relative error against ``ref`` and the adjoint/forward ratio, into ``rec``
+    (whose ``reference`` names the method and tolerances)."""
+    results = rec["methods"]
+    grads = {k: np.asarray(v["gradient"]) for k, v in results.items() if "gradient" in v}
+    rec["reference"]["cpu_s"] = ref_cpu
+    scale = float(np.max(np.abs(ref)))
+    rec["reference"]["grad_max_abs"] = scale
+    for label, g in grads.items():
+        results[label]["error"] = float(np.max(np.abs(g - ref)) / scale)
+    print(f"  reference fs rtol {rec['reference']['rtol']:g}: {ref_cpu:.1f} s CPU; |grad|max {scale:.3g}; "
+          + "; ".join(f"{k} error {results[k]['error']:.2e}" for k in grads), flush=True)
+    if len(grads) == 2:
+        e_f, e_a = results["exp2"]["error"], results["exp2-adjoint"]["error"]
+        rec["error_ratio"] = e_a / e_f if e_f > 0 else None
+        print(f"  adjoint error / forward exp2 error: {rec['error_ratio']:.3f}", flush=True)
+
+
+def rescore(path, name, npz, rtol, atol, note):
+    """``--rescore``: score problem ``name``'s record in the ``--json`` file ``path`` against a reference
+    gradient computed apart (``--reference-only``'s .npz), and rewrite the file."""
+    import json
+    with open(path) as fh:
+        out = json.load(fh)
+    z = np.load(npz)
+    for rec in out["records"]:
+        if rec["problem"] == name:
+            rec["reference"] = dict(method="fs", rtol=rtol, atol=atol)
+            rec["reference_note"] = note
+            score(rec, z["gradient"], float(z["cpu"]))
+    with open(path, "w") as fh:
+        json.dump(out, fh, indent=1, default=float)
+
+
+def problem(yaml, repeats, ref_cpu_limit=1200.0, ref_wall_limit=3600.0, load_limit=900.0, save=lambda rec: None,
+            reference=True):
     """One PEtab problem at its nominal point: the record of the JSON (and printed lines); ``save(rec)``
     after every stage, so that a run stopped by its timeout keeps what it got."""
     import signal
@@ -180,7 +215,7 @@ def problem(yaml, repeats, ref_cpu_limit=1200.0, ref_wall_limit=3600.0, load_lim
             results[label] = dict(error=msg)
             continue
         grads[label] = g
-        results[label] = dict(wall_s=tw, cpu_s=tc, first_cpu_s=first, repeats=reps)
+        results[label] = dict(wall_s=tw, cpu_s=tc, first_cpu_s=first, repeats=reps, gradient=g.tolist())
         print(f"  {label:14s} {tw:9.3f} s wall {tc:9.3f} s CPU (median of {reps} after a warm-up)", flush=True)
         rec["methods"] = results
         save(rec)
@@ -189,6 +224,12 @@ def problem(yaml, repeats, ref_cpu_limit=1200.0, ref_wall_limit=3600.0, load_lim
         d = np.max(np.abs(grads["exp2"] - grads["exp2-adjoint"])) / np.max(np.abs(grads["exp2"]))
         rec["adjoint_vs_exp2"] = d
         print(f"  |g_adjoint - g_exp2|/|g_exp2| (max norm) {d:.2e}", flush=True)
+    if not reference:                  # --skip-reference: scored later (--rescore)
+        rec["reference"] = None
+        rec["reference_note"] = "not run here (--skip-reference)"
+        rec["loadavg_end"] = os.getloadavg()[0]
+        save(rec)
+        return rec
     ref, ref_cpu, note = run_reference(yaml, 1e-10, 1e-12, ref_cpu_limit, ref_wall_limit)
     rec["reference"] = dict(method="fs", rtol=1e-10, atol=1e-12)
     if ref is None:
@@ -201,17 +242,7 @@ def problem(yaml, repeats, ref_cpu_limit=1200.0, ref_wall_limit=3600.0, load_lim
             rec["reference"] = None
             rec["reference_note"] += "; " + note2
     if ref is not None:
-        rec["reference"]["cpu_s"] = ref_cpu
-        scale = np.max(np.abs(ref))
-        rec["reference"]["grad_max_abs"] = scale
-        for label, g in grads.items():
-            results[label]["error"] = float(np.max(np.abs(g - ref)) / scale)
-        print(f"  reference fs rtol {rec['reference']['rtol']:g}: {ref_cpu:.1f} s CPU; |grad|max {scale:.3g}; "
-              + "; ".join(f"{k} error {results[k]['error']:.2e}" for k in grads), flush=True)
-        if len(grads) == 2:
-            e_f, e_a = results["exp2"]["error"], results["exp2-adjoint"]["error"]
-            rec["error_ratio"] = e_a / e_f if e_f > 0 else None
-            print(f"  adjoint error / forward exp2 error: {rec['error_ratio']:.3f}", flush=True)
+        score(rec, ref, ref_cpu)
     if "exp2" in results and "exp2-adjoint" in results and "cpu_s" in results["exp2-adjoint"] \
             and "cpu_s" in results["exp2"]:
         rec["cpu_ratio_forward_over_adjoint"] = results["exp2"]["cpu_s"] / results["exp2-adjoint"]["cpu_s"]
@@ -263,6 +294,7 @@ def run_collection(yamls, args):
         with tempfile.TemporaryDirectory() as tmp:
             part = os.path.join(tmp, "rec.json")
             cmd = [sys.executable, os.path.abspath(__file__), "--one", y, part, "--repeats", str(args.repeats),
+                   *(["--skip-reference"] if args.skip_reference else []),
                    "--ref-cpu-limit", repr(args.ref_cpu_limit), "--ref-wall-limit", repr(args.ref_wall_limit),
                    "--load-limit", repr(args.load_limit)]
             t0 = time.perf_counter()
@@ -285,28 +317,34 @@ def run_collection(yamls, args):
     dump()
 
 
+def _num(v, fmt):
+    return format(v, fmt) if isinstance(v, (int, float)) else "-"
+
+
 def table(paths):
     """The markdown table of the ``--json`` files ``paths`` (docs/PERFORMANCE.md)."""
     import json
-    rows = ["| problem | theta | states | conditions | exp2 error | adjoint error | ratio | exp2 CPU s | "
-            "adjoint CPU s | fs ref. CPU s | reference | note |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for path in paths:
+    rows = ["| problem | theta | states | conditions | exp2 error | adjoint error | ratio | adjoint vs exp2 | "
+            "exp2 CPU s | adjoint CPU s | exp2/adjoint CPU | reference (its CPU s) | note |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    recs = {}
+    for path in paths:                 # a problem in several files: the last record with timings wins
         with open(path) as fh:
             for r in json.load(fh)["records"]:
-                m = r.get("methods", {})
-                f, a = m.get("exp2", {}), m.get("exp2-adjoint", {})
-                ref = r.get("reference") or {}
-
-                def num(v, fmt):
-                    return format(v, fmt) if isinstance(v, (int, float)) else "-"
-                note = "; ".join(x for x in (r.get("stopped"), f.get("error") if isinstance(f.get("error"), str)
-                                             else None, a.get("error") if isinstance(a.get("error"), str) else None,
-                                             r.get("reference_note")) if x)
-                rows.append(f"| {r['problem']} | {r.get('n_theta', '-')} | {r.get('n_states', '-')} | "
-                            f"{r.get('n_conditions', '-')} | {num(f.get('error'), '.2e')} | {num(a.get('error'), '.2e')} | "
-                            f"{num(r.get('error_ratio'), '.3f')} | {num(f.get('cpu_s'), '.3g')} | "
-                            f"{num(a.get('cpu_s'), '.3g')} | {num(ref.get('cpu_s'), '.3g')} | "
-                            f"{'fs %g' % ref['rtol'] if ref else '-'} | {note} |")
+                if r["problem"] not in recs or r.get("methods"):
+                    recs[r["problem"]] = r
+    for r in sorted(recs.values(), key=lambda r: r.get("n_theta", 0)):
+        m = r.get("methods", {})
+        f, a = m.get("exp2", {}), m.get("exp2-adjoint", {})
+        ref = r.get("reference") or {}
+        failed = [f"{k} failed: {v['error']}" for k, v in m.items() if isinstance(v.get("error"), str)]
+        note = "; ".join(x for x in (r.get("stopped"), *failed, r.get("reference_note")) if x)
+        refs = f"fs {ref['rtol']:g} ({_num(ref.get('cpu_s'), '.3g')})" if ref else "-"
+        rows.append(f"| {r['problem']} | {r.get('n_theta', '-')} | {r.get('n_states', '-')} | "
+                    f"{r.get('n_conditions', '-')} | {_num(f.get('error'), '.2e')} | {_num(a.get('error'), '.2e')} | "
+                    f"{_num(r.get('error_ratio'), '.3f')} | {_num(r.get('adjoint_vs_exp2'), '.1e')} | "
+                    f"{_num(f.get('cpu_s'), '.3g')} | {_num(a.get('cpu_s'), '.3g')} | "
+                    f"{_num(r.get('cpu_ratio_forward_over_adjoint'), '.2f')} | {refs} | {note} |")
     return "\n".join(rows)
 
 
@@ -326,11 +364,18 @@ def main():
     ap.add_argument("--ref-wall-limit", type=float, default=3600.0)
     ap.add_argument("--many", action="store_true")
     ap.add_argument("--one", nargs=2, metavar=("YAML", "OUT_JSON"), help=argparse.SUPPRESS)
-    ap.add_argument("--reference-only", nargs=2, metavar=("YAML", "OUT_NPZ"), help=argparse.SUPPRESS)
-    ap.add_argument("--ref-rtol", type=float, default=1e-10, help=argparse.SUPPRESS)
-    ap.add_argument("--ref-atol", type=float, default=1e-12, help=argparse.SUPPRESS)
+    ap.add_argument("--reference-only", nargs=2, metavar=("YAML", "OUT_NPZ"),
+                    help="only the fs gradient at --ref-rtol, --ref-atol (nominal point) into OUT_NPZ")
+    ap.add_argument("--ref-rtol", type=float, default=1e-10, help="with --reference-only or --rescore")
+    ap.add_argument("--ref-atol", type=float, default=1e-12, help="with --reference-only or --rescore")
+    ap.add_argument("--skip-reference", action="store_true", help="timings and gradients only (see --rescore)")
+    ap.add_argument("--rescore", nargs=4, metavar=("JSON", "PROBLEM", "REF_NPZ", "NOTE"),
+                    help="score PROBLEM's record in JSON against a --reference-only gradient (--ref-rtol, --ref-atol)")
     ap.add_argument("--table", nargs="+", metavar="JSON", help="print the markdown table of these --json files")
     args = ap.parse_args()
+    if args.rescore:
+        rescore(args.rescore[0], args.rescore[1], args.rescore[2], args.ref_rtol, args.ref_atol, args.rescore[3])
+        return
     if args.table:
         print(table(args.table))
         return
@@ -343,7 +388,8 @@ def main():
         def save(rec):
             with open(args.one[1], "w") as fh:
                 json.dump(rec, fh, indent=1, default=float)
-        problem(args.one[0], args.repeats, args.ref_cpu_limit, args.ref_wall_limit, args.load_limit, save=save)
+        problem(args.one[0], args.repeats, args.ref_cpu_limit, args.ref_wall_limit, args.load_limit, save=save,
+                reference=not args.skip_reference)
         return
     print(f"load average at start: {os.getloadavg()}", flush=True)
     yamls = list(args.problems or [])
