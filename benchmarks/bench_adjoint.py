@@ -330,8 +330,8 @@ def _num(v, fmt):
 def table(paths):
     """The markdown table of the ``--json`` files ``paths`` (docs/PERFORMANCE.md)."""
     import json
-    rows = ["| problem | theta | states | conditions | exp2 error | adjoint error | ratio | adjoint vs exp2 | "
-            "exp2 CPU s | adjoint CPU s | exp2/adjoint CPU | reference (its CPU s) | note |",
+    rows = [("| problem | theta | states | conditions | exp2 error | adjoint error | ratio | adjoint vs exp2 | "
+             "exp2 CPU s | adjoint CPU s | exp2/adjoint CPU | reference (its CPU s) | note |"),
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     recs = {}
     for path in paths:                 # a problem in several files: the last record with timings wins
@@ -405,8 +405,8 @@ def main():
     yamls = list(args.problems or [])
     if args.collection:
         found = collection_problems(args.collection, args.min_params)
-        print("collection problems with >= %d estimated parameters: %s" % (
-            args.min_params, ", ".join(f"{os.path.basename(y)[:-5]} ({k})" for y, k in found)), flush=True)
+        listed = ", ".join(f"{os.path.basename(y)[:-5]} ({k})" for y, k in found)
+        print(f"collection problems with >= {args.min_params} estimated parameters: {listed}", flush=True)
         if args.only:                  # in the order given
             by_name = {os.path.basename(y)[:-5]: y for y, _ in found}
             yamls += [by_name[n] for n in args.only if n in by_name]
