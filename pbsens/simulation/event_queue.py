@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import PbsensError, SolverError
-from .spans import _SHIFT, _Outputs, _scan_segment
+from .spans import _SHIFT, _Outputs, _scan_segment, span_bounds
 from .state_events import MAX_CASCADE, MAX_EVENTS, TriggerWatch
 
 __all__ = ["simulate_queued", "EventQueue", "Pending", "TIE_SEED"]
@@ -269,9 +269,7 @@ def simulate_queued(model, te, p, x, t0, solver, rtol, atol, solver_opts, checke
         stop_here = ((bps and bps[0] <= nxt + tol) or (tevents and tevents[0][0] <= nxt + tol)
                      or queue.next_time() <= nxt + tol)
         is_end = not stop_here
-        a = cur + _SHIFT * max(1.0, abs(cur)) if cur_shift else cur
-        b = nxt if is_end else nxt - _SHIFT * max(1.0, abs(nxt))
-        sel = np.flatnonzero((finite >= cur) & ((finite <= nxt) if is_end else (finite < nxt)))
+        a, b, sel = span_bounds(cur, cur_shift, nxt, is_end, finite)
         hit, tr = None, None
         if watch is not None and b > a:
             t1 = time.perf_counter()

@@ -71,7 +71,7 @@ from ..errors import PbsensError, SolverError, UnsupportedModelError
 from ..sensitivity.methods import FORWARD
 from ..solvers.trajectory import check_time
 from .event_queue import simulate_queued
-from .spans import _SHIFT, _Outputs, _scan_segment
+from .spans import _SHIFT, _Outputs, _scan_segment, span_bounds
 from .state_events import MAX_EVENTS, TriggerWatch, apply_event
 from .steady_state import steady_state
 
@@ -392,9 +392,7 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
     for tau, tb, ev in bounds:
         final = tb is None
         while True:
-            a = cur + _SHIFT * max(1.0, abs(cur)) if cur_is_stop else cur
-            b = tau if final else tau - _SHIFT * max(1.0, abs(tau))
-            sel = np.flatnonzero((finite >= cur) & ((finite <= tau) if final else (finite < tau)))
+            a, b, sel = span_bounds(cur, cur_is_stop, tau, final, finite)
             hit, tr = None, None
             if watch is not None and b > a:
                 t1 = time.perf_counter()

@@ -93,6 +93,16 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
     return out
 
 
+def span_bounds(cur, cur_is_stop, end, final, finite):
+    """``(a, b, sel)``: the span from ``cur`` (just past it when it is a stop) to ``end`` (just short of it
+    unless it is the final end, where the right-hand side may switch) and the indices of the finite output
+    times it owns (``end`` itself only when final)."""
+    a = cur + _SHIFT * max(1.0, abs(cur)) if cur_is_stop else cur
+    b = end if final else end - _SHIFT * max(1.0, abs(end))
+    sel = np.flatnonzero((finite >= cur) & ((finite <= end) if final else (finite < end)))
+    return a, b, sel
+
+
 def _all_columns(A, cols, n_params):
     """``A`` (..., nx, len(cols)) as (..., nx, n_params), zero outside ``cols`` (``A`` itself when ``cols`` is None)."""
     if cols is None or A is None:
