@@ -55,6 +55,16 @@ def test_rel_err_max():
         col.rel_err_max([1.0], [1.0, 2.0])
 
 
+def test_richardson_removes_the_central_difference_truncation_error():
+    """f = exp(3x) at x = 0.2, f' = 3 exp(0.6): central differences at h = 1e-2 are off by
+    h^2 f_xxx / 6 (relative 1.5e-4), the extrapolation from h and h/2 by O(h^4)."""
+    f, x, h = (lambda z: np.exp(3 * z)), 0.2, 1e-2
+    exact = 3 * np.exp(0.6)
+    d = lambda s: (f(x + s) - f(x - s)) / (2 * s)        # noqa: E731
+    assert abs(d(h) - exact) / exact > 1e-4
+    assert abs(col.richardson([d(h)], [d(h / 2)])[0] - exact) / exact < 1e-8
+
+
 def test_reference_priority_amici_then_published_then_table():
     assert col.choose_reference({"amici": 1.0, "published": 2.0, "simulation_table": 3.0}) == ("amici", 1.0)
     assert col.choose_reference({"amici": None, "amici_default_tolerances": 1.5, "published": 2.0}) == \

@@ -356,3 +356,51 @@ def test_rules_without_math_have_no_effect(tmp_path):
     assert ["initial assignment without math", "q"] in spec.meta["sbml_ignored"]
     assert spec.state_names == ["no_ode_state"]
     assert {q.name: q.value for q in spec.parameters} == {"p": 3.0, "q": 4.0}
+
+
+# ------------------------------------------------------------------ comp declared, nothing composed
+COMP_FLAT = """<?xml version="1.0" encoding="UTF-8"?>
+<sbml xmlns="http://www.sbml.org/sbml/level3/version2/core"
+      xmlns:comp="http://www.sbml.org/sbml/level3/version1/comp/version1"
+      level="3" version="2" comp:required="true">
+  <model id="flat_decay">
+    <listOfCompartments><compartment id="cell" size="1" constant="true"/></listOfCompartments>
+    <listOfSpecies>
+      <species id="A" compartment="cell" initialAmount="2" hasOnlySubstanceUnits="true"
+               boundaryCondition="false" constant="false"/>
+    </listOfSpecies>
+    <listOfParameters><parameter id="k" value="0.7" constant="true"/></listOfParameters>
+    <listOfReactions>
+      <reaction id="decay" reversible="false">
+        <listOfReactants><speciesReference species="A" stoichiometry="1" constant="true"/></listOfReactants>
+        <kineticLaw><math xmlns="http://www.w3.org/1998/Math/MathML">
+          <apply><times/><ci>k</ci><ci>A</ci></apply></math></kineticLaw>
+      </reaction>
+    </listOfReactions>
+  </model>
+</sbml>
+"""
+
+
+def test_comp_declared_without_composition_is_read_flat(tmp_path):
+    """comp:required="true" on a model with no submodel, definition or port (as sbmlutils writes,
+    the benchmark collection's Armistead_CellDeathDis2024): nothing to compose, read as it is.
+    A' = -k A, A(0) = 2: A = 2 exp(-k t), dA/dk = -2 t exp(-k t)."""
+    path = tmp_path / "comp_flat.xml"
+    path.write_text(COMP_FLAT)
+    with pytest.warns(UserWarning, match="comp"):
+        spec = read_sbml(path)
+    assert ["package", "comp (declared, nothing to compose)"] in spec.meta["sbml_ignored"]
+    model = model_from_spec(spec.validate(), "tape")
+    sim = simulate(model, T, sensitivities=False, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(_state(model, sim, "A"), 2 * np.exp(-0.7 * T), rtol=1e-8)
+    _check_sensitivities(model, {("A", "k"): -2 * T * np.exp(-0.7 * T)})
+    # with a submodel it is still refused by name (tests/test_bad_inputs.py: unsupported_comp.xml)
+    with_sub = COMP_FLAT.replace(
+        "</listOfReactions>\n", "</listOfReactions>\n    <comp:listOfSubmodels>"
+        "<comp:submodel comp:id=\"sub1\" comp:modelRef=\"other\"/></comp:listOfSubmodels>\n").replace(
+        "  </model>\n", "  </model>\n  <comp:listOfModelDefinitions><comp:modelDefinition id=\"other\"/>"
+        "</comp:listOfModelDefinitions>\n")
+    path.write_text(with_sub)
+    with pytest.raises(UnsupportedModelError, match="package 'comp', comp submodel 'sub1'"):
+        read_sbml(path)

@@ -281,13 +281,25 @@ def build_model(problem, files):
                 raise PetabError(f"{_where(files, 'condition', r, c)} (condition {cid!r}): {v!r} is neither a "
                                  "number nor a parameter of the parameter table or the model")
 
+    # a parameter the parameter or condition table sets whose SBML initial assignment is a number
+    # (petab reads that number as its value; Liu_IFACPapersOnLine2025's u_2 = 1 * 1e9, which the
+    # conditions set to 1e9 or 0): the table's value wins, as in AMICI, so the assignment is
+    # replaced by the parameter's value; a non-numeric one stays refused by the reader
+    numeric_ia = {pid: v for pid, v in free.items() if sbml.getInitialAssignmentBySymbol(pid) is not None
+                  and isinstance(v, numbers.Number) and math.isfinite(v)}
     # SBML -> spec (the reader needs a file: write the document the problem holds)
     sbml_path = files.get("sbml")
     tmp = None
-    if sbml_path is None or not os.path.isfile(sbml_path):
+    if sbml_path is None or not os.path.isfile(sbml_path) or numeric_ia:
+        doc = sbml.getSBMLDocument()
+        if numeric_ia:
+            doc = doc.clone()
+            for pid, v in numeric_ia.items():
+                doc.getModel().removeInitialAssignment(pid)
+                doc.getModel().getParameter(pid).setValue(float(v))
         fd, tmp = tempfile.mkstemp(suffix=".xml")
         os.close(fd)
-        libsbml.writeSBMLToFile(sbml.getSBMLDocument(), tmp)
+        libsbml.writeSBMLToFile(doc, tmp)
         sbml_path = tmp
     try:
         try:

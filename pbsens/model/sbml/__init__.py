@@ -107,7 +107,8 @@ compartment, reactions without a kinetic law, math without a dialect
 equivalent (``factorial``, ``quotient``, ``rem``, non-finite numbers, package
 math) and required SBML packages (for hierarchical model composition, ``comp``,
 each submodel and external model definition is named too: read flat, their
-contents would be lost). Ignored (they do not affect the equations,
+contents would be lost; a document that declares ``comp`` required but has no submodel,
+model definition or port is already flat and is read as it is). Ignored (they do not affect the equations,
 and are listed in ``meta["sbml_ignored"]`` with a warning): constraints and
 optional (``required="false"``) packages. Units, notes and annotations are not
 used (except the pbsens annotation written by :func:`to_sbml`).

@@ -148,6 +148,12 @@ class SbmlReader:
             pkg = doc.getPlugin(i).getPackageName()
             if pkg == "l3v2extendedmath":     # libsbml's internal name for L3V2 core math
                 continue
+            if pkg == "comp" and not self._comp_content():
+                # comp:required="true" with nothing of comp in the model (no submodel, external
+                # model definition or port; sbmlutils writes such files, e.g. the benchmark
+                # collection's Armistead_CellDeathDis2024): the model is already flat
+                self.ignored.append(("package", "comp (declared, nothing to compose)"))
+                continue
             if doc.getPackageRequired(pkg):
                 self.add_unsupported("package", pkg)
             else:
@@ -186,6 +192,16 @@ class SbmlReader:
                         and m.getRule(sp.getId()) is None):
                     self.add_unsupported("event assignment to a species in a non-constant compartment",
                                          element_id(ev, "event", i))
+
+    def _comp_content(self):
+        """Whether the document uses the ``comp`` package beyond declaring it: submodels, model or
+        external model definitions, ports, deletions (replacements need a submodel to point to)."""
+        doc_plugin, model_plugin = self.doc.getPlugin("comp"), self.m.getPlugin("comp")
+        counts = [getattr(doc_plugin, f, lambda: 0)() for f in
+                  ("getNumModelDefinitions", "getNumExternalModelDefinitions")] if doc_plugin is not None else [1]
+        counts += [getattr(model_plugin, f, lambda: 0)() for f in
+                   ("getNumSubmodels", "getNumPorts")] if model_plugin is not None else []
+        return any(counts)
 
     def _scan_comp(self):
         """Name what hierarchical model composition (the ``comp`` package) would add: each
