@@ -222,9 +222,9 @@ def simulate(model, t_eval, p=None, *, x0=None, S0=None, t0=0.0, method="exp2", 
         stop are not counted twice.
     columns : array_like of int, optional
         The parameters (indices) whose sensitivities are wanted (default all):
-        only these columns of ``S`` are computed (the march and forward
-        sensitivities carry only them; their cost is about proportional to
-        the number of columns) and the others are zero. Breakpoints that
+        the others are zero in ``S`` (forward sensitivities carry only the
+        wanted ones, at a cost about proportional to their number; the post-hoc
+        march carries all and zeroes the others). Breakpoints that
         coincide but move differently with a parameter make ``S`` undefined
         in its column (:class:`SolverError`); in a column not wanted, that
         jump is left out instead (e.g. a fixed dosing time shared by two

@@ -53,6 +53,11 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
     times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
     solve_states, _ = _state_solver(method, sens, solver, checked)
     cols = columns if sens and columns is not None and 0 < columns.size < model.n_params else None
+    if method != FORWARD and cols is not None:
+        # the post-hoc march carries every column (the march with params= and midpoint=False was off by
+        # 1e-3 on Boehm, not investigated yet); the columns not wanted are zeroed after it
+        return _zero_other_columns(_segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_opts,
+                                            fs_opts, solver_opts, checked, carried, tr, None), cols)
     sel = {} if cols is None else {"params": cols}
     S_in = S if cols is None else np.ascontiguousarray(S[:, cols])
     if method == FORWARD and sens:
@@ -101,6 +106,19 @@ def span_bounds(cur, cur_is_stop, end, final, finite):
     b = end if final else end - _SHIFT * max(1.0, abs(end))
     sel = np.flatnonzero((finite >= cur) & ((finite <= end) if final else (finite < end)))
     return a, b, sel
+
+
+def _zero_other_columns(seg, cols):
+    """``_segment``'s result with the columns of ``S`` (and its error) outside ``cols`` set to zero."""
+    if cols is None:
+        return seg
+    seg = list(seg)
+    for i in (1, 3, 4, 5):
+        if i < len(seg) and seg[i] is not None:
+            keep = np.zeros(seg[i].shape[-1], dtype=bool)
+            keep[cols] = True
+            seg[i] = np.where(keep, seg[i], 0.0)
+    return tuple(seg)
 
 
 def _all_columns(A, cols, n_params):
