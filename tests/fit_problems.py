@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from petab_files import write_problem_yaml  # noqa: E402
 
 TIMES = np.arange(1.0, 11.0)
 SIGMA = 0.5
@@ -66,11 +67,7 @@ def linear_gaussian(folder, seed=0, lower=-10.0, upper=10.0):
         "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
         f"a\tlin\t{lower!r}\t{upper!r}\t1.0\t1\n"
         f"b\tlin\t{lower!r}\t{upper!r}\t0.0\t1\n")
-    yaml = folder / "linear.yaml"
-    yaml.write_text("format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- condition_files:\n"
-                    "  - conditions.tsv\n  measurement_files:\n  - measurements.tsv\n  observable_files:\n"
-                    "  - observables.tsv\n  sbml_files:\n  - model.xml\n")
-    return yaml
+    return write_problem_yaml(folder, "linear.yaml")
 
 
 def measurements(folder):

@@ -18,6 +18,7 @@ libsbml = pytest.importorskip("libsbml")
 
 import pbsens.petab as pbpetab                 # noqa: E402
 from pbsens.problems.tables import PetabError  # noqa: E402
+from petab_files import write_problem_yaml  # noqa: E402
 
 K, E_MODEL, E_EST, SIGMA = 0.3, 1.0, 4.0, 0.5
 #: (condition, E in the condition table ('' keeps the model's), measurements at t = 1, 2)
@@ -54,11 +55,7 @@ def _write(folder, assignment_rule=False):
         f"k\tlin\t0\t10\t{K}\t1\nE_est\tlin\t0\t100\t{E_EST}\t1\n")
     rows = "".join(f"y\t{c}\t{m_}\t{t}\n" for c, _, ms in CONDS for t, m_ in zip((1.0, 2.0), ms))
     (folder / "measurements.tsv").write_text("observableId\tsimulationConditionId\tmeasurement\ttime\n" + rows)
-    (folder / "problem.yaml").write_text(
-        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n"
-        "  condition_files: [conditions.tsv]\n  measurement_files: [measurements.tsv]\n"
-        "  observable_files: [observables.tsv]\n")
-    return folder / "problem.yaml"
+    return write_problem_yaml(folder)
 
 
 def _by_hand(k, e_est):

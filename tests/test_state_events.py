@@ -10,6 +10,7 @@ import pbsens
 from pbsens.errors import ModelError, SolverError, UnsupportedModelError
 from pbsens.model.spec import ModelSpec
 from pbsens.simulation.segments import simulate
+from petab_files import write_problem_yaml  # noqa: E402
 
 HERE = os.path.dirname(__file__)
 SBML = os.path.join(HERE, "data", "sbml")
@@ -275,11 +276,7 @@ def _write_petab(folder):
         "k\tlog10\t0.01\t10\t0.5\t1\nc\tlin\t0.01\t0.9\t0.5\t1\n")
     rows = "".join(f"y\tc0\t{m}\t{t}\n" for t, m in ((0.5, 0.8), (1.0, 0.6), (2.0, 0.7), (3.5, 0.5), (5.0, 0.9)))
     (folder / "measurements.tsv").write_text("observableId\tsimulationConditionId\tmeasurement\ttime\n" + rows)
-    (folder / "problem.yaml").write_text(
-        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n"
-        "  condition_files: [conditions.tsv]\n  measurement_files: [measurements.tsv]\n"
-        "  observable_files: [observables.tsv]\n")
-    return folder / "problem.yaml"
+    return write_problem_yaml(folder)
 
 
 @pytest.mark.parametrize("method", ["exp2", "fs"])
