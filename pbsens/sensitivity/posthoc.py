@@ -121,7 +121,11 @@ def sensitivities(model, trajectory=None, method="exp2", p=None, x0=None, S0=Non
         when the two are equal, model order). Default: all. The sparse path
         marches only these columns (and of them only those that can be non-zero: a
         structural non-zero in their column of ``B`` or a non-zero ``S0`` column); the
-        dense path marches all and returns the selection.
+        dense path marches all and returns the selection. Given ``S0`` with ``len(params)``
+        columns, the dense path starts the others from zero, and exp2's sub-step march
+        (``midpoint=False``) may then freeze other gaps than from the full ``S0`` (the test reads
+        ``||S||`` over every column carried, METHOD.md section 13): pass the full ``S0`` to get
+        the full march's columns.
     solver, rtol, atol :
         State solver settings when solving states here (:func:`solve_states`); default
         ``"rodas5p"`` (compiled Rosenbrock, with dense output and midpoint states for exp2).

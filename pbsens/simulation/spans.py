@@ -54,8 +54,11 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
     solve_states, _ = _state_solver(method, sens, solver, checked)
     cols = columns if sens and columns is not None and 0 < columns.size < model.n_params else None
     if method != FORWARD and cols is not None:
-        # the post-hoc march carries every column (the march with params= and midpoint=False was off by
-        # 1e-3 on Boehm, not investigated yet); the columns not wanted are zeroed after it
+        # the post-hoc march carries every column, from the full S of the previous span: exp2's sub-step
+        # march decides per solver gap whether to freeze its matrix from ||S|| over the columns carried
+        # (METHOD.md section 13), so a march of the wanted columns only (or from an S whose other columns
+        # were zeroed) freezes other gaps than the full march, and moved Boehm's gradient by 1.1e-3
+        # (tests/test_columns_posthoc.py); the columns not wanted are zeroed at the outputs only
         return _zero_other_columns(_segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_opts,
                                             fs_opts, solver_opts, checked, carried, tr, None), cols)
     sel = {} if cols is None else {"params": cols}
@@ -109,11 +112,12 @@ def span_bounds(cur, cur_is_stop, end, final, finite):
 
 
 def _zero_other_columns(seg, cols):
-    """``_segment``'s result with the columns of ``S`` (and its error) outside ``cols`` set to zero."""
+    """``_segment``'s result with the columns of ``S`` (and its error) outside ``cols`` set to zero at the
+    outputs; ``S`` and its error at the span's end keep every column (the next span starts from them)."""
     if cols is None:
         return seg
     seg = list(seg)
-    for i in (1, 3, 4, 5):
+    for i in (1, 4):
         if i < len(seg) and seg[i] is not None:
             keep = np.zeros(seg[i].shape[-1], dtype=bool)
             keep[cols] = True
