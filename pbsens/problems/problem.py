@@ -74,6 +74,8 @@ class EvaluationResult:
     residual_jacobian: np.ndarray | None = None
     sigma_jacobian: np.ndarray | None = None
     notes: list = field(default_factory=list)
+    #: With ``evaluate(..., cross_check=True)``: the :class:`~pbsens.problems.cross_check.CrossCheckReport`.
+    cross_check: object = None
 
     def __getattribute__(self, name):
         # the table is built on first access (pandas costs more than a whole small evaluation)
@@ -312,7 +314,7 @@ class Problem:
             raise PbsensError(f"'theta' contains NaN or inf at {np.flatnonzero(~np.isfinite(th)).tolist()}")
         return th
 
-    def evaluate(self, theta=None, *, sensitivities=True, method="exp2", **solver_options):
+    def evaluate(self, theta=None, *, sensitivities=True, method="exp2", cross_check=False, **solver_options):
         """Log-likelihood, chi2, gradient and Fisher information at ``theta``.
 
         Parameters
@@ -327,6 +329,10 @@ class Problem:
             backward exp2 march per condition (:mod:`pbsens.problems.adjoint_evaluation`; no
             events, breakpoints, preequilibration or ``inf`` times yet; ``fim`` and the
             residual Jacobians then raise :class:`PbsensError` when read).
+        cross_check : bool
+            Also run :meth:`cross_check` at ``theta`` with these ``solver_options`` (opt-in: several
+            evaluations more) and attach its report as ``cross_check`` of the result; a
+            :class:`~pbsens.errors.CrossCheckWarning` names each condition that disagrees.
         **solver_options
             ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods, and
             every method with ``sensitivities=False``; default ``"rodas5p"``, 1e-8,
@@ -363,14 +369,28 @@ class Problem:
         if method != FORWARD and method != ADJOINT_METHOD and method not in METHODS:
             raise PbsensError(f"'method' must be 'fs', {ADJOINT_METHOD!r} or one of {', '.join(METHODS)}, "
                               f"got {method!r}")
+        if cross_check not in (True, False):
+            raise PbsensError(f"'cross_check' must be True or False, got {cross_check!r}")
         th = self._theta(theta)
         opts = evaluation_options(method, sensitivities, solver_options)
         from ..system.threads import blas_single_thread
         with blas_single_thread():     # once per evaluation, not once per solve inside it
             if method == ADJOINT_METHOD:
                 r = evaluate_adjoint(self, th, sensitivities, opts, _bound_outputs(self.model))
-                return EvaluationResult(simulations=_LazyTable(self, r.pop("y")), **r)
-            return self._evaluate(th, method, sensitivities, opts)
+                res = EvaluationResult(simulations=_LazyTable(self, r.pop("y")), **r)
+            else:
+                res = self._evaluate(th, method, sensitivities, opts)
+        if cross_check:
+            res.cross_check = self.cross_check(th, gradient=bool(sensitivities), **solver_options)
+        return res
+
+    def cross_check(self, theta=None, **options):
+        """Each condition's llh by two state solvers and gradient by exp2 and fs, compared against
+        their error estimates: :func:`pbsens.problems.cross_check.cross_check` (its options; the
+        cost: several evaluations). Returns a ``CrossCheckReport``; a
+        :class:`~pbsens.errors.CrossCheckWarning` names each condition that disagrees."""
+        from .cross_check import cross_check
+        return cross_check(self, theta, **options)
 
     def _evaluate(self, th, method, sensitivities, opts):
         t_all = time.perf_counter()
@@ -473,6 +493,14 @@ class Problem:
         return x0, S0
 
     def _simulate_condition(self, plan, p_lin, method, sens, opts):
+        p, x0, S0 = self._condition_start(plan, p_lin, sens, opts)
+        # the columns of S the likelihood reads: the model parameters mapped to estimated ones here
+        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts,
+                         getattr(self, "_checked", None), _signature(method, sens, opts),
+                         np.flatnonzero(plan.sim.est >= 0))
+
+    def _condition_start(self, plan, p_lin, sens, opts):
+        """``(p, x0, S0)`` of one condition: its model parameters and start (after its preequilibration)."""
         p = plan.sim.values(p_lin)
         if plan.pre is None:
             x0, S0 = self._initial(p, plan.reinit)
@@ -503,12 +531,7 @@ class Problem:
                 if sens:
                     S0[i, :] = 0.0
                     S0[i, j] = 1.0
-        if not sens:
-            S0 = None
-        # the columns of S the likelihood reads: the model parameters mapped to estimated ones here
-        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts,
-                         getattr(self, "_checked", None), _signature(method, sens, opts),
-                         np.flatnonzero(plan.sim.est >= 0))
+        return p, x0, (S0 if sens else None)
 
     def _check_outputs(self, y, sig):
         rows, files = self._rows, self.files
