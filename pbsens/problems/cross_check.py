@@ -21,7 +21,8 @@ A quantity disagrees when ``|a - b| > factor * (allowance_a + allowance_b)`` (pl
 floor of 64 machine epsilons of the terms summed): the comparison is in units of the error the two
 sides claim, not a fixed threshold. ``ratio`` in the report is ``|a - b| / (allowance_a +
 allowance_b)``. Tolerances bound local errors; the default ``factor`` of 10 leaves room for their
-accumulation over a condition's horizon (measured on the benchmark problems: docs/API.md).
+accumulation over a condition's horizon: on eight benchmark problems at their defaults the largest
+ratio was 1.07 (docs/PERFORMANCE.md, "The cross-check").
 
 Every disagreeing condition issues one :class:`~pbsens.errors.CrossCheckWarning` naming the
 condition (``simulationConditionId``, and ``preequilibrationConditionId`` if any), each quantity
@@ -29,8 +30,9 @@ condition (``simulationConditionId``, and ``preequilibrationConditionId`` if any
 
 Cost (it is opt-in): one exp2 evaluation with sensitivities, one llh evaluation by the second solver
 (states only), one fs evaluation, and one more exp2 simulation per condition with the error estimate
-(the step doubling: 3-20x the march, and a state solve ten times tighter); roughly 5-25 evaluations'
-worth, most of it in the error estimate and the scipy solver.
+(the step doubling: 3-20x the march, and a state solve ten times tighter). Measured on eight benchmark
+problems: 18-179x the CPU of one ``evaluate()`` with Radau (most of it Radau's), 6-29x with
+``reference_solver="LSODA"`` (docs/PERFORMANCE.md, "The cross-check"); ``report.timing`` splits it.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ import numpy as np
 from ..errors import CrossCheckWarning, PbsensError, SolverError
 from ..sensitivity.methods import FORWARD
 from .priors import dunscale, unscale
-from .problem import _bound_outputs, evaluation_options, steady_state_options_of
+from .evaluation_setup import _bound_outputs, evaluation_options, steady_state_options_of
 
 __all__ = ["cross_check", "CrossCheckReport", "ConditionCheck", "DEFAULT_REFERENCE_SOLVER", "DEFAULT_FACTOR"]
 
@@ -231,8 +233,9 @@ def cross_check(problem, theta=None, *, reference_solver=DEFAULT_REFERENCE_SOLVE
     Notes
     -----
     Cost: one exp2 evaluation, one states-only evaluation by ``reference_solver``, one fs evaluation
-    and one exp2 simulation per condition with its step-doubling error estimate; several evaluations'
-    worth (the module docstring). See the module docstring for the allowances.
+    and one exp2 simulation per condition with its step-doubling error estimate: 18-179x one
+    ``evaluate()``'s CPU with Radau, 6-29x with LSODA on eight benchmark problems (the module
+    docstring). The allowances are described there too.
 
     Raises
     ------
@@ -294,7 +297,7 @@ def cross_check(problem, theta=None, *, reference_solver=DEFAULT_REFERENCE_SOLVE
             e_rows, notes = est[ci]
             chk.gradient = np.sum(a["grad"][rows], axis=0)
             chk.gradient_fs = np.sum(c["grad"][rows], axis=0)
-            no_est = np.isnan(e_rows[:, 0]) if e_rows.size else np.zeros(0, dtype=bool)
+            no_est = np.all(np.isnan(e_rows), axis=1) if e_rows.shape[1] else np.zeros(rows.size, dtype=bool)
             signed = np.abs(np.sum(np.where(np.isnan(e_rows), 0.0, e_rows), axis=0))
             chk.gradient_allowance = (signed + np.sum(a["grad_tol_S"][rows][no_est], axis=0)
                                       + np.sum(a["grad_tol_x"][rows], axis=0)
