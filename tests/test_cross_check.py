@@ -191,3 +191,25 @@ def test_cli_prints_the_report_and_writes_it(problems, tmp_path, capsys):
     data = json.loads(out.read_text())["cross_check"]
     assert data["agree"] is False
     assert [d["condition"] for d in data["disagreements"]] == ["c_fast"]
+
+
+def test_the_warning_names_the_preequilibration():
+    """The message of a disagreeing condition after a preequilibration names both ids (a report built by
+    hand: llh 1.0 vs 1.5 with an allowance of 0.01, gradient entries agreeing)."""
+    from pbsens.problems.cross_check import ConditionCheck, CrossCheckReport, _warn
+    c = ConditionCheck("pre:c1", "c1", "pre", 1.0, 1.5, 0.01, 0.0, 10.0, gradient=np.array([1.0, 2.0]),
+                       gradient_fs=np.array([1.0, 2.0]), gradient_allowance=np.array([0.1, 0.1]),
+                       gradient_floor=np.zeros(2))
+    ok = ConditionCheck("c2", "c2", None, 1.0, 1.0, 0.01, 0.0, 10.0)
+    settings = {"solver": "rodas5p", "reference_solver": "Radau", "rtol": 1e-8, "atol": 1e-10, "factor": 10.0,
+                "gradient": True}
+    report = CrossCheckReport(["k", "a0"], np.zeros(2), [c, ok], settings)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _warn(report)
+    assert len(caught) == 1
+    w = caught[0].message
+    assert isinstance(w, CrossCheckWarning) and w.quantities == ["llh"]
+    assert "condition 'pre:c1' (simulationConditionId 'c1', preequilibrationConditionId 'pre')" in str(w)
+    assert "llh rodas5p 1 vs Radau 1.5: difference 0.5, 50 x" in str(w)
+    assert "c2" not in str(w)
