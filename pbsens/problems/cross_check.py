@@ -54,9 +54,6 @@ DEFAULT_REFERENCE_SOLVER = "Radau"
 #: Disagreement: a difference above this many times the two sides' error estimates.
 DEFAULT_FACTOR = 10.0
 _EPS64 = 64 * np.finfo(float).eps
-#: Options of the post-hoc march (given to the exp2 side only).
-_MARCH_ONLY = ("substeps", "midpoint", "freeze", "n_factor", "n_max", "eq_tol", "norm", "interpolation",
-               "reuse_tol", "linalg", "max_substeps")
 
 
 @dataclass
@@ -310,7 +307,8 @@ def cross_check(problem, theta=None, *, reference_solver=DEFAULT_REFERENCE_SOLVE
                 "atol": float(np.max(opts_a["atol"])), "reference_solver": reference_solver,
                 "reference_options": {k: v for k, v in opts_b.items() if k != "steady_state_options"},
                 "fs_options": {k: v for k, v in opts_c.items() if k != "steady_state_options"},
-                "factor": float(factor), "gradient": bool(gradient)}
+                "factor": float(factor), "gradient": bool(gradient),
+                "exp2_estimate": "step doubling of the sub-step march (estimate_error=True; no midpoint correction)"}
     report = CrossCheckReport(list(problem.parameter_ids), th, checks, settings, timing)
     if warn:
         _warn(report)
