@@ -4,7 +4,7 @@ The public names are re-exported here; see ``docs`` and the README.
 """
 from ._version import __version__  # noqa: E402,F401
 
-from .errors import ModelError, PbsensError, SolverError, UnsupportedModelError  # noqa: E402
+from .errors import CrossCheckWarning, ModelError, PbsensError, SolverError, UnsupportedModelError  # noqa: E402
 from .sensitivity.forward import forward_sensitivities  # noqa: E402
 from .inference import (GaussianLikelihood, LogPosterior, MCMCResult, NormalPrior,  # noqa: E402
                         fisher_information, output_sensitivities, smmala)
@@ -21,7 +21,7 @@ from .inference.chains import sample  # noqa: E402
 from .batches import evaluate_many, sensitivities_many  # noqa: E402
 from .calibration import FitResult, fit, profile  # noqa: E402
 
-__all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "UnsupportedModelError",
+__all__ = ["__version__", "PbsensError", "ModelError", "SolverError", "UnsupportedModelError", "CrossCheckWarning",
            "Model", "ModelSpec", "load_model", "random_linear_model", "Trajectory", "solve_states",
            "sensitivities", "SensitivityResult", "to_sbml",
            "forward_sensitivities", "relative_error", "kappa_bar", "fisher_information", "output_sensitivities", "GaussianLikelihood", "NormalPrior",

@@ -71,3 +71,33 @@ class ConvergenceWarning(PbsensWarning):
 
     def __reduce__(self):
         return type(self), (str(self), self.kind, self.parameters, self.chains)
+
+
+class CrossCheckWarning(PbsensWarning):
+    """A cross-check found two independent computations of a PEtab condition's llh or gradient
+    further apart than their error estimates allow (:func:`pbsens.problems.cross_check.cross_check`).
+
+    The message names the condition (``simulationConditionId``, and the preequilibration's if
+    any), each quantity and the numbers.
+
+    Attributes
+    ----------
+    condition : str or None
+        ``"<preeq>:<sim>"`` or ``"<sim>"`` (as :attr:`Problem.conditions`).
+    simulation_condition_id : str or None
+    preequilibration_id : str or None
+    quantities : list of str
+        ``"llh"`` and/or ``"gradient[<parameterId>]"``.
+    """
+
+    def __init__(self, message, condition=None, simulation_condition_id=None, preequilibration_id=None,
+                 quantities=()):
+        super().__init__(message)
+        self.condition = condition
+        self.simulation_condition_id = simulation_condition_id
+        self.preequilibration_id = preequilibration_id
+        self.quantities = list(quantities)
+
+    def __reduce__(self):
+        return type(self), (str(self), self.condition, self.simulation_condition_id, self.preequilibration_id,
+                            self.quantities)

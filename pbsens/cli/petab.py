@@ -43,6 +43,15 @@ def add_parser(subparsers):
     sp.add_argument("--estimate-error", action="store_true",
                     help="per condition, the largest estimated relative error of the post-hoc sensitivities "
                          "over its output times (one more solve and march per condition)")
+    from ..problems.cross_check import DEFAULT_REFERENCE_SOLVER
+    from ..solvers import SOLVERS
+    sp.add_argument("--cross-check", action="store_true",
+                    help="also cross-check every condition: its llh by the solver and by a second solver "
+                         "(--reference-solver), its gradient by exp2 and by fs, each difference against the two "
+                         "sides' error estimates (Problem.cross_check; several evaluations more); prints the "
+                         "report, warns naming each condition that disagrees (with --no-gradient: the llh only)")
+    sp.add_argument("--reference-solver", default=DEFAULT_REFERENCE_SOLVER, choices=tuple(SOLVERS), metavar="S",
+                    help=f"the second state solver of --cross-check (default {DEFAULT_REFERENCE_SOLVER})")
     add_out(sp, "write llh, chi2, gradient, FIM and timings as JSON", metavar="OUT", aliases=("--json",))
     add_plot(sp, "measured vs simulated, one panel per observable")
     add_force(sp, "existing --out/--plot files")
@@ -130,6 +139,13 @@ def run(args):
     if args.estimate_error and args.method != FORWARD:
         from ..problems.conditions import condition_estimates
         est = condition_estimates(problem, theta, method=args.method, **opts)
+    check = None
+    if args.cross_check:
+        # the options are those of the exp2 side; with --method fs a --solver is fs's
+        xo = dict(opts)
+        if args.method == FORWARD and "solver" in xo:
+            xo["fs_options"] = {"solver": xo.pop("solver")}
+        check = problem.cross_check(theta, gradient=not args.no_gradient, reference_solver=args.reference_solver, **xo)
     say(args, f"problem     {args.problem}")
     say(args, f"parameters  {problem.dim} estimated, {plural(len(problem.conditions), 'condition')}, "
               f"{plural(len(res.simulations), 'measurement')}")
@@ -157,6 +173,8 @@ def run(args):
         e = "" if est is None else ("  E n/a (no output after t0)" if est[name] is None else f"  E {est[name]:.2g}")
         say(args, f"  {name:<40s} {1e3 * res.timing[name]:10.2f}{e}")
     say(args, f"  {'total':<40s} {1e3 * res.timing['total']:10.2f}")
+    if check is not None:
+        say(args, str(check))
     if args.out:
         out = {"problem": os.fspath(args.problem), "method": args.method, "llh": res.llh, "chi2": res.chi2,
                "parameter_ids": problem.parameter_ids, "theta": res.theta.tolist(),
@@ -165,6 +183,8 @@ def run(args):
                "load_and_compile_seconds": t_setup, "solver_options": opts}
         if est is not None:
             out["error_estimate"] = est
+        if check is not None:
+            out["cross_check"] = check.to_dict()
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(out, fh, indent=1)
         say(args, f"wrote {args.out}")

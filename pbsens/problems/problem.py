@@ -21,6 +21,7 @@ from ..errors import PbsensError, SolverError
 from ..sensitivity.methods import FORWARD
 from . import noise
 from .adjoint_evaluation import ADJOINT_METHOD, Unavailable, evaluate_adjoint
+from .evaluation_setup import _bound_outputs, evaluation_options, steady_state_options_of  # noqa: F401
 from .priors import Priors, dunscale, unscale
 
 __all__ = ["Problem", "EvaluationResult"]
@@ -74,6 +75,8 @@ class EvaluationResult:
     residual_jacobian: np.ndarray | None = None
     sigma_jacobian: np.ndarray | None = None
     notes: list = field(default_factory=list)
+    #: With ``evaluate(..., cross_check=True)``: the :class:`~pbsens.problems.cross_check.CrossCheckReport`.
+    cross_check: object = None
 
     def __getattribute__(self, name):
         # the table is built on first access (pandas costs more than a whole small evaluation)
@@ -104,41 +107,6 @@ class _LazyTable:
 
     def build(self):
         return self.problem._simulation_table(self.y)
-
-
-#: Default solver options of :meth:`Problem.evaluate`, for every method: the compiled Rodas5P state
-#: solver (for ``method="fs"`` its augmented solve of states and sensitivities). Chosen from benchmarks/bench_petab.py
-#: (docs/PERFORMANCE.md): on Boehm, Fujita and Brannmark the llh is within 1e-4 of the reference values,
-#: 3-6x faster than LSODA.
-_DEFAULTS = dict(solver="rodas5p", rtol=1e-8, atol=1e-10)
-#: The march takes the library's options (DEFAULT_SUBSTEPS, 4, for Rodas5P; for exp2 the midpoint
-#: correction on the long intervals, METHOD.md section 14). Until wave 9 exp2 marched on the solver's
-#: own grid (substeps=1): a gradient error floor of 1e-3 (Boehm) and 3e-4 (Fujita) at rtol 1e-8; with
-#: the correction 4.9e-7 and 4.2e-6 for 40 % more time, and Pareto-better at every rtol from 1e-3 to
-#: 1e-9 (benchmarks/work_precision_petab.py, docs/PERFORMANCE.md).
-#: For ``method="fs"`` the same: the compiled augmented Rodas5P solve (gradient error <= 1e-7 on the
-#: three problems; BDF took 10-20x longer).
-#: Options only scipy's solvers take: given without a ``solver``, they select scipy's (LSODA; BDF for fs).
-_SCIPY_ONLY_OPTIONS = ("max_nfev",)
-
-
-def evaluation_options(method, sensitivities, solver_options):
-    """The solver options of one evaluation: the defaults above, updated by the caller's."""
-    fs = method == FORWARD
-    opts = dict(_DEFAULTS)
-    if "solver" not in solver_options and any(k in solver_options for k in _SCIPY_ONLY_OPTIONS):
-        opts["solver"] = "BDF" if fs and sensitivities else "LSODA"
-    opts.update(solver_options)
-    return opts
-
-
-def _bound_outputs(model):
-    """The model's output functions bound into one compiled loop over times, once per model and process."""
-    cache = model.__dict__.setdefault("_kernels", {})
-    if "outputs" not in cache:
-        from ..kernels.outputs import bind_outputs   # numba kernels load on first use, not at import
-        cache["outputs"] = bind_outputs(model.fns)
-    return cache["outputs"]
 
 
 def _simulate(model, times, p, x0, S0, method, sens, has_inf, opts, checked=None, key=None, columns=None):
@@ -177,14 +145,6 @@ def _signature(method, sens, opts):
     except TypeError:
         return None
     return key
-
-
-def steady_state_options_of(opts):
-    """Steady-state options from the evaluation's: its tolerances, and its state solver for the approach."""
-    ss = {k: opts[k] for k in ("rtol", "atol") if k in opts}
-    if isinstance(opts.get("solver"), str):
-        ss["solver"] = opts["solver"]
-    return ss
 
 
 def _steady_state(model, p, x0, S0, sens, opts, columns=None):
@@ -312,7 +272,7 @@ class Problem:
             raise PbsensError(f"'theta' contains NaN or inf at {np.flatnonzero(~np.isfinite(th)).tolist()}")
         return th
 
-    def evaluate(self, theta=None, *, sensitivities=True, method="exp2", **solver_options):
+    def evaluate(self, theta=None, *, sensitivities=True, method="exp2", cross_check=False, **solver_options):
         """Log-likelihood, chi2, gradient and Fisher information at ``theta``.
 
         Parameters
@@ -327,6 +287,10 @@ class Problem:
             backward exp2 march per condition (:mod:`pbsens.problems.adjoint_evaluation`; no
             events, breakpoints, preequilibration or ``inf`` times yet; ``fim`` and the
             residual Jacobians then raise :class:`PbsensError` when read).
+        cross_check : bool
+            Also run :meth:`cross_check` at ``theta`` with these ``solver_options`` (opt-in: several
+            evaluations more) and attach its report as ``cross_check`` of the result; a
+            :class:`~pbsens.errors.CrossCheckWarning` names each condition that disagrees.
         **solver_options
             ``solver``, ``rtol``, ``atol`` of the state solve (post-hoc methods, and
             every method with ``sensitivities=False``; default ``"rodas5p"``, 1e-8,
@@ -363,14 +327,28 @@ class Problem:
         if method != FORWARD and method != ADJOINT_METHOD and method not in METHODS:
             raise PbsensError(f"'method' must be 'fs', {ADJOINT_METHOD!r} or one of {', '.join(METHODS)}, "
                               f"got {method!r}")
+        if cross_check not in (True, False):
+            raise PbsensError(f"'cross_check' must be True or False, got {cross_check!r}")
         th = self._theta(theta)
         opts = evaluation_options(method, sensitivities, solver_options)
         from ..system.threads import blas_single_thread
         with blas_single_thread():     # once per evaluation, not once per solve inside it
             if method == ADJOINT_METHOD:
                 r = evaluate_adjoint(self, th, sensitivities, opts, _bound_outputs(self.model))
-                return EvaluationResult(simulations=_LazyTable(self, r.pop("y")), **r)
-            return self._evaluate(th, method, sensitivities, opts)
+                res = EvaluationResult(simulations=_LazyTable(self, r.pop("y")), **r)
+            else:
+                res = self._evaluate(th, method, sensitivities, opts)
+        if cross_check:
+            res.cross_check = self.cross_check(th, gradient=bool(sensitivities), **solver_options)
+        return res
+
+    def cross_check(self, theta=None, **options):
+        """Each condition's llh by two state solvers and gradient by exp2 and fs, compared against
+        their error estimates: :func:`pbsens.problems.cross_check.cross_check` (its options; the
+        cost: several evaluations). Returns a ``CrossCheckReport``; a
+        :class:`~pbsens.errors.CrossCheckWarning` names each condition that disagrees."""
+        from .cross_check import cross_check
+        return cross_check(self, theta, **options)
 
     def _evaluate(self, th, method, sensitivities, opts):
         t_all = time.perf_counter()
@@ -473,6 +451,14 @@ class Problem:
         return x0, S0
 
     def _simulate_condition(self, plan, p_lin, method, sens, opts):
+        p, x0, S0 = self._condition_start(plan, p_lin, sens, opts)
+        # the columns of S the likelihood reads: the model parameters mapped to estimated ones here
+        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts,
+                         getattr(self, "_checked", None), _signature(method, sens, opts),
+                         np.flatnonzero(plan.sim.est >= 0))
+
+    def _condition_start(self, plan, p_lin, sens, opts):
+        """``(p, x0, S0)`` of one condition: its model parameters and start (after its preequilibration)."""
         p = plan.sim.values(p_lin)
         if plan.pre is None:
             x0, S0 = self._initial(p, plan.reinit)
@@ -503,12 +489,7 @@ class Problem:
                 if sens:
                     S0[i, :] = 0.0
                     S0[i, j] = 1.0
-        if not sens:
-            S0 = None
-        # the columns of S the likelihood reads: the model parameters mapped to estimated ones here
-        return _simulate(self.model, plan.times, p, x0, S0, method, sens, plan.has_inf, opts,
-                         getattr(self, "_checked", None), _signature(method, sens, opts),
-                         np.flatnonzero(plan.sim.est >= 0))
+        return p, x0, (S0 if sens else None)
 
     def _check_outputs(self, y, sig):
         rows, files = self._rows, self.files

@@ -118,6 +118,9 @@ class Simulation:
         error of each segment (``SensitivityResult.error_matrix``) plus the error
         carried from the previous segments across the stops and through the
         segment by the march itself (:func:`simulate`). None otherwise.
+    error_matrix : ndarray (K, nx, np) or None
+        With ``estimate_error=True``: the signed estimate of ``S_k - S_exact_k`` behind
+        ``error_estimate`` (e.g. to carry it into outputs or a gradient). None otherwise.
     """
 
     t: np.ndarray
@@ -131,6 +134,7 @@ class Simulation:
     segments: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     error_estimate: np.ndarray | None = None
+    error_matrix: np.ndarray | None = None
 
     def __repr__(self):
         K, nx = self.x.shape
@@ -457,5 +461,6 @@ def run_checked(model, te, p, x, S, t0, method, sens, solver, rtol, atol, steady
         den = np.sqrt(np.einsum("kij,kij->k", S_ex, S_ex))
         E_rel = np.where(den > 0, num / np.where(den > 0, den, 1.0), num)
     return Simulation(t=te, x=X_out, S=S_out, p=p, method=method, events=fired, error_estimate=E_rel,
+                      error_matrix=E_out,
                       breakpoints=np.array([s[0] for s in stops if s[1]]), steady_state=ss_info, segments=spans,
                       timings={"segments": seg_time, "steady_state": t_ss, "total": time.perf_counter() - t_start})
