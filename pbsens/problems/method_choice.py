@@ -3,10 +3,11 @@
 The rule (issue #40, measured with ``benchmarks/method_crossover.py``; docs/PERFORMANCE.md,
 "Forward or adjoint: the choice rule"): both march the same state grid and exponentiate the same
 ``n x n`` matrices per interval; the forward march then multiplies ``np`` columns of ``S`` per
-interval, the adjoint one vector. On every PEtab benchmark problem measured, with 3 to 113
-estimated parameters and 4 to 34 states, the adjoint's whole evaluation took 0.96-0.99x (3 to 9
-parameters) down to 0.4x (113) of forward exp2's CPU time. Below ``AUTO_ADJOINT_MIN_PARAMS``
-estimated parameters nothing was measured and forward exp2 is kept. The adjoint is never chosen
+interval, the adjoint one vector. On 14 PEtab benchmark problems with 3 to 113 estimated
+parameters and 4 to 34 states, the adjoint's whole evaluation took 0.87-1.09x of forward exp2's
+CPU time up to 22 parameters on small models (a wash, within the shared machine's noise),
+0.68-0.86x from 30 to 46 parameters and on Laske (34 states), 0.45x on Bachmann (113). Below
+``AUTO_ADJOINT_MIN_PARAMS`` estimated parameters nothing was measured and forward exp2 is kept. The adjoint is never chosen
 where it does not apply: state-triggered, delayed or prioritized events (it refuses them), or
 ``sensitivities=False`` (no gradient at all).
 
