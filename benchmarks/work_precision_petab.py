@@ -65,37 +65,49 @@ CONFIGS = [("rodas5p + exp2", "exp2", dict(solver="rodas5p", substeps=4)),
            ("rodas5p + exp2 m1", "exp2", dict(solver="rodas5p", substeps=1)),
            ("LSODA + exp2", "exp2", dict(solver="LSODA")),
            ("rodas5p + pbsr2", "pbsr2", dict(solver="rodas5p")),
-           ("FS rodas5p", "fs", dict(solver="rodas5p"))]
+           ("FS rodas5p", "fs", dict(solver="rodas5p")),
+           ("rodas5p + exp2 adjoint", "exp2-adjoint", dict(solver="rodas5p"))]
 REFERENCE = dict(method="fs", solver="rodas5p", rtol=1e-12, atol=1e-14)
 CHECK = dict(method="fs", solver="Radau", rtol=1e-12, atol=1e-14)
+CHECK_EXP2 = dict(method="exp2", solver="rodas5p", rtol=1e-11, atol=1e-13, substeps=8, midpoint=False)
 STYLES = {"rodas5p + exp2": "s-", "rodas5p + exp2 m1": "s:", "LSODA + exp2": "o-", "rodas5p + pbsr2": "^-",
-          "FS rodas5p": "d--", "AMICI FS (solver)": "x-", "AMICI FS (process CPU)": "x--"}
-AMICI_CONFIGS = ("AMICI FS (solver)", "AMICI FS (process CPU)")
+          "FS rodas5p": "d--", "rodas5p + exp2 adjoint": "v-", "AMICI FS (solver)": "x-",
+          "AMICI FS (process CPU)": "x--", "AMICI ASA (solver)": "+-", "AMICI ASA (process CPU)": "+--"}
+AMICI_FS = ("AMICI FS (solver)", "AMICI FS (process CPU)")
+AMICI_ASA = ("AMICI ASA (solver)", "AMICI ASA (process CPU)")
+AMICI_CONFIGS = AMICI_FS + AMICI_ASA
 
 
-def amici_point(yaml_path, theta, rtol, repeats, amici_python):
-    """``{label: (seconds or None, gradient or None, message)}`` for AMICI's forward sensitivities at
-    one tolerance, or ``None`` when AMICI is not set up."""
+def amici_point(yaml_path, theta, rtol, repeats, amici_python, modes=("forward", "adjoint"), atol=None):
+    """``{label: (seconds or None, gradient or None, message)}`` for AMICI's forward sensitivities
+    (and adjoint, when in ``modes``) at one tolerance, or ``None`` when AMICI is not set up."""
     with tempfile.TemporaryDirectory() as tmp:
         tf = Path(tmp) / "theta.json"
         tf.write_text(json.dumps({k: float(v) for k, v in theta.items()}))
         res = run_amici(["petab", str(yaml_path), "--repeats", str(repeats), "--theta-file", str(tf),
-                         "--rtol", repr(rtol), "--atol", repr(rtol / 100)], amici_python, quiet=True)
+                         "--rtol", repr(rtol), "--atol", repr(rtol / 100 if atol is None else atol),
+                         "--modes", *modes], amici_python, quiet=True)
     if res is None:
         return None
     if list(res.get("estimated_parameter_ids", [])) != list(theta):
         raise RuntimeError(f"AMICI's estimated parameters {res.get('estimated_parameter_ids')} are not "
                            f"pbsens's {list(theta)} (gradient entries would not match)")
-    r = res["runs"].get("llh+grad forward", {})
-    at = r.get("at_theta") or {}
-    g = at.get("gradient")
-    if r.get("status") != "ok" or g is None:
-        bad, where = (r, "at the nominal parameters") if r.get("status") != "ok" else (at, "at theta")
-        first = (bad.get("failures") or [{}])[0]
-        msg = bad.get("error") or f"{first.get('status_text', bad.get('status'))} {where}"
-        return {k: (None, None, msg[:80]) for k in AMICI_CONFIGS}
-    g = np.asarray(g, dtype=float)
-    return {AMICI_CONFIGS[0]: (r["cpu_ms"] / 1e3, g, ""), AMICI_CONFIGS[1]: (r["process_cpu_ms"] / 1e3, g, "")}
+    out = {}
+    for mode, labels in (("forward", AMICI_FS), ("adjoint", AMICI_ASA)):
+        if mode not in modes:
+            continue
+        r = res["runs"].get(f"llh+grad {mode}", {})
+        at = r.get("at_theta") or {}
+        g = at.get("gradient")
+        if r.get("status") != "ok" or g is None:
+            bad, where = (r, "at the nominal parameters") if r.get("status") != "ok" else (at, "at theta")
+            first = (bad.get("failures") or [{}])[0]
+            msg = bad.get("error") or f"{first.get('status_text', bad.get('status'))} {where}"
+            out.update({k: (None, None, msg[:80]) for k in labels})
+            continue
+        g = np.asarray(g, dtype=float)
+        out.update({labels[0]: (r["cpu_ms"] / 1e3, g, ""), labels[1]: (r["process_cpu_ms"] / 1e3, g, "")})
+    return out
 
 
 def gradient_error(g, g_ref):
@@ -103,10 +115,10 @@ def gradient_error(g, g_ref):
     return float(np.max(np.abs(g - g_ref)) / np.max(np.abs(g_ref)))
 
 
-def measure(problem, theta, rtol, repeats):
-    """``{label: (median CPU seconds or None, error or None, message)}`` at one tolerance."""
+def measure(problem, theta, rtol, repeats, configs=CONFIGS):
+    """``{label: (median CPU seconds or None, gradient or None, message)}`` at one tolerance."""
     calls, out = {}, {}
-    for label, method, options in CONFIGS:
+    for label, method, options in configs:
         opts = dict(method=method, rtol=rtol, atol=rtol / 100, **options)
         try:
             with warnings.catch_warnings():
@@ -140,9 +152,11 @@ def plot(name, rows, path):
         if pts:
             e, t = zip(*pts)
             ax.loglog(np.maximum(e, 1e-16), np.array(t) * 1e3, style, label=label)
-    ax.set_xlabel("relative error of the llh gradient (vs FS Rodas5P, rtol 1e-12)")
-    ax.set_ylabel("CPU time of llh + gradient + FIM [ms]")
-    ax.set_title(f"{name.split('_')[0]}: work-precision, rtol 1e-3 ... 1e-9 (atol = rtol/100)", fontsize=10)
+    ax.set_xlabel("relative error of the llh gradient (vs the reference)")
+    ax.set_ylabel("CPU time of llh + gradient [ms]")
+    rt = [r["rtol"] for r in rows]
+    ax.set_title(f"{name.split('_')[0]}: work-precision, rtol {max(rt):.0e} ... {min(rt):.0e} (atol = rtol/100)",
+                 fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -150,35 +164,73 @@ def plot(name, rows, path):
     plt.close(fig)
 
 
+def problem_yaml(name, collection):
+    """The YAML of ``name``: the copy in tests/data, else the collection's folder."""
+    local = DATA / name / f"{name}.yaml"
+    if local.exists() or not collection:
+        return local
+    return Path(collection) / name / f"{name}.yaml"
+
+
+def reference_gradient(problem, yaml_path, theta, kind, amici_python):
+    """(g_ref, g_check, text): the reference gradient and an independent check of it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if kind == "fs":
+            g_ref = problem.evaluate(theta, **REFERENCE).gradient
+            g_chk = problem.evaluate(theta, **CHECK).gradient
+            return g_ref, g_chk, "FS Rodas5P vs FS Radau (both rtol 1e-12)"
+        am = amici_point(yaml_path, dict(zip(problem.parameter_ids, theta)), 1e-12, 1, amici_python,
+                         modes=("forward",), atol=1e-16)
+        if am is None or am[AMICI_FS[0]][1] is None:
+            raise SystemExit(f"--reference amici: AMICI's tight forward gradient failed: {am}")
+        g_ref = am[AMICI_FS[0]][1]
+        g_chk = problem.evaluate(theta, **CHECK_EXP2).gradient
+    return g_ref, g_chk, "AMICI FS (rtol 1e-12, atol 1e-16) vs pbsens exp2 (Rodas5P rtol 1e-11, 8 sub-steps)"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--problems", nargs="+", default=PROBLEMS)
+    ap.add_argument("--collection", default=os.environ.get("PBSENS_PETAB_COLLECTION"),
+                    help="the collection's Benchmark-Models folder, for problems not in tests/data")
     ap.add_argument("--rtols", nargs="+", type=float, default=RTOLS)
+    ap.add_argument("--configs", nargs="+", default=None, metavar="LABEL",
+                    help="pbsens configurations to run (labels as in the table; default all)")
+    ap.add_argument("--amici-modes", nargs="+", choices=["forward", "adjoint"], default=["forward", "adjoint"])
+    ap.add_argument("--reference", choices=["fs", "amici"], default="fs",
+                    help="fs: pbsens FS Rodas5P at rtol 1e-12 (checked by FS Radau); amici: AMICI FS at rtol "
+                         "1e-12, atol 1e-16 (checked by a tight exp2), for problems where the tight FS is too slow")
+    ap.add_argument("--json", default=None, help="write every point here (one file; problems keyed by name)")
     ap.add_argument("--plot-dir", default=str(ROOT / "docs" / "img"), help="'' for no plots")
     add_amici_argument(ap)
     args = ap.parse_args(argv)
     import pbsens.petab as pbpetab
+    configs = CONFIGS if args.configs is None else [c for c in CONFIGS if c[0] in args.configs]
+    if args.configs is not None and len(configs) != len(args.configs):
+        ap.error(f"--configs: unknown label(s); known: {[c[0] for c in CONFIGS]}")
     print(f"load average {os.getloadavg()[0]:.2f}; {args.repeats} interleaved rounds per tolerance, CPU time")
     from amici_bridge import amici_python
-    labels = [c[0] for c in CONFIGS] + (list(AMICI_CONFIGS) if amici_python(args.amici_python) else [])
+    am_labels = [k for m, ks in (("forward", AMICI_FS), ("adjoint", AMICI_ASA)) if m in args.amici_modes for k in ks]
+    labels = [c[0] for c in configs] + (am_labels if amici_python(args.amici_python) else [])
     lines = ["| problem | rtol | " + " | ".join(f"{k}: ms, error" for k in labels) + " |",
              "|---" * (2 + len(labels)) + "|"]
+    record = {}
     for name in args.problems:
-        problem = pbpetab.load(DATA / name / f"{name}.yaml")
+        yaml_path = problem_yaml(name, args.collection)
+        problem = pbpetab.load(yaml_path)
         theta = problem.x_nominal + 0.1 * np.where(np.arange(problem.dim) % 2, 1.0, -1.0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            g_ref = problem.evaluate(theta, **REFERENCE).gradient
-            g_chk = problem.evaluate(theta, **CHECK).gradient
-        print(f"\n{name}: {problem.dim} estimated parameters; reference FS Rodas5P vs FS Radau (both rtol "
-              f"1e-12): {gradient_error(g_chk, g_ref):.1e}", flush=True)
+        g_ref, g_chk, what = reference_gradient(problem, yaml_path, theta, args.reference, args.amici_python)
+        print(f"\n{name}: {problem.dim} estimated parameters; reference {what}: "
+              f"{gradient_error(g_chk, g_ref):.1e}", flush=True)
         rows = []
-        yaml_path = DATA / name / f"{name}.yaml"
+        record[name] = dict(reference=what, reference_check=gradient_error(g_chk, g_ref), rows=rows,
+                            load_start=os.getloadavg()[0])
         for rtol in args.rtols:
-            res = measure(problem, theta, rtol, args.repeats)
+            res = measure(problem, theta, rtol, args.repeats, configs)
             am = amici_point(yaml_path, dict(zip(problem.parameter_ids, theta)), rtol, args.repeats,
-                             args.amici_python)
+                             args.amici_python, modes=tuple(args.amici_modes))
             if am is not None:
                 res.update(am)
             cells = []
@@ -190,6 +242,9 @@ def main(argv=None):
             line = f"| {name.split('_')[0]} | {rtol:.0e} | " + " | ".join(cells) + " |"
             lines.append(line)
             print(line, flush=True)
+            if args.json:
+                record[name]["load_end"] = os.getloadavg()[0]
+                Path(args.json).write_text(json.dumps(record, indent=1))
         if args.plot_dir:
             plot(name, rows, os.path.join(args.plot_dir, f"wp_{name.split('_')[0]}.png"))
     print("\n" + "\n".join(lines))

@@ -22,7 +22,6 @@ import time
 import numpy as np
 
 from ..errors import PbsensError, SolverError
-from ..problems.adjoint_evaluation import ADJOINT_METHOD
 
 __all__ = ["SIGMA_OFFSET", "FitError", "Objective"]
 
@@ -96,7 +95,7 @@ class Objective:
         optimiser steps back from, not a non-finite Hessian that ends the start."""
         if not np.all(np.isfinite(r.gradient)):
             return False
-        return self.method == ADJOINT_METHOD or bool(np.all(np.isfinite(r.fim)))
+        return not r.computed("fim") or bool(np.all(np.isfinite(r.fim)))
 
     def _prior(self, th):
         """``(log prior, gradient, precision)``; zeros for flat priors within the bounds."""

@@ -22,6 +22,7 @@ from ..sensitivity.methods import FORWARD
 from . import noise
 from .adjoint_evaluation import ADJOINT_METHOD, Unavailable, evaluate_adjoint
 from .evaluation_setup import _bound_outputs, evaluation_options, steady_state_options_of  # noqa: F401
+from .method_choice import AUTO_METHOD, ForwardLater, choose_gradient_method
 from .priors import Priors, dunscale, unscale
 
 __all__ = ["Problem", "EvaluationResult"]
@@ -86,7 +87,15 @@ class EvaluationResult:
             object.__setattr__(self, "simulations", v)
         elif name in _MAYBE_UNAVAILABLE and isinstance(v, Unavailable):
             raise PbsensError(v.message)     # a field the adjoint method does not compute
+        elif name in _MAYBE_UNAVAILABLE and isinstance(v, ForwardLater):
+            v = v.field(name)                # method="auto" took the adjoint: one forward evaluation now
+            object.__setattr__(self, name, v)
         return v
+
+    def computed(self, name) -> bool:
+        """Whether the field ``name`` holds a value now (not one the adjoint left out, nor one
+        ``method="auto"`` computes on first read)."""
+        return not isinstance(object.__getattribute__(self, name), (Unavailable, ForwardLater))
 
     def __repr__(self):
         g = "" if self.gradient is None else f", |gradient| = {np.linalg.norm(self.gradient):.4g}"
@@ -283,10 +292,13 @@ class Problem:
             Compute ``gradient`` and ``fim`` (else they are ``None``).
         method : str
             A post-hoc method of :func:`pbsens.sensitivities` (``"exp2"``, ``"pbsr"``,
-            ...), ``"fs"`` (forward sensitivities) or ``"exp2-adjoint"``: the gradient by one
+            ...), ``"fs"`` (forward sensitivities), ``"exp2-adjoint"``: the gradient by one
             backward exp2 march per condition (:mod:`pbsens.problems.adjoint_evaluation`; no
-            events, breakpoints, preequilibration or ``inf`` times yet; ``fim`` and the
-            residual Jacobians then raise :class:`PbsensError` when read).
+            state-triggered, delayed or prioritized events; ``fim`` and the residual Jacobians
+            then raise :class:`PbsensError` when read), or ``"auto"``: ``"exp2-adjoint"`` or
+            ``"exp2"`` by the measured rule of :mod:`pbsens.problems.method_choice` (``notes``
+            says which and why; after the adjoint, ``fim`` and the residual Jacobians are
+            computed on first read by one forward exp2 evaluation).
         cross_check : bool
             Also run :meth:`cross_check` at ``theta`` with these ``solver_options`` (opt-in: several
             evaluations more) and attach its report as ``cross_check`` of the result; a
@@ -324,20 +336,31 @@ class Problem:
             the observable file's row and column and the measurement row.
         """
         from ..sensitivity.posthoc import METHODS
-        if method != FORWARD and method != ADJOINT_METHOD and method not in METHODS:
-            raise PbsensError(f"'method' must be 'fs', {ADJOINT_METHOD!r} or one of {', '.join(METHODS)}, "
-                              f"got {method!r}")
+        if method != FORWARD and method != ADJOINT_METHOD and method != AUTO_METHOD and method not in METHODS:
+            raise PbsensError(f"'method' must be 'fs', {ADJOINT_METHOD!r}, {AUTO_METHOD!r} or one of "
+                              f"{', '.join(METHODS)}, got {method!r}")
         if cross_check not in (True, False):
             raise PbsensError(f"'cross_check' must be True or False, got {cross_check!r}")
         th = self._theta(theta)
+        chosen = None
+        if method == AUTO_METHOD:
+            method, why = choose_gradient_method(self, sensitivities)
+            chosen = f"method='auto': {method} ({why})"
         opts = evaluation_options(method, sensitivities, solver_options)
         from ..system.threads import blas_single_thread
         with blas_single_thread():     # once per evaluation, not once per solve inside it
             if method == ADJOINT_METHOD:
                 r = evaluate_adjoint(self, th, sensitivities, opts, _bound_outputs(self.model))
+                if chosen is not None:
+                    r["notes"] = [chosen] + list(r.get("notes") or [])
+                    later = ForwardLater(self, th, solver_options) if sensitivities else None
+                    for name in ("fim", "residual_jacobian", "sigma_jacobian"):
+                        r[name] = later
                 res = EvaluationResult(simulations=_LazyTable(self, r.pop("y")), **r)
             else:
                 res = self._evaluate(th, method, sensitivities, opts)
+                if chosen is not None:
+                    res.notes.insert(0, chosen)
         if cross_check:
             res.cross_check = self.cross_check(th, gradient=bool(sensitivities), **solver_options)
         return res
@@ -525,7 +548,9 @@ class Problem:
         return self.evaluate(theta, sensitivities=False, **options).llh
 
     def gradient(self, theta=None, **options) -> np.ndarray:
-        """``d llh / d theta`` on the parameter scale."""
+        """``d llh / d theta`` on the parameter scale (default ``method="auto"``: forward exp2 or the
+        adjoint, whichever :mod:`pbsens.problems.method_choice` picks)."""
+        options.setdefault("method", AUTO_METHOD)
         return self.evaluate(theta, **options).gradient
 
     def log_prior(self, theta=None) -> float:

@@ -37,7 +37,7 @@ from ..sensitivity.adjoint import march_backward, march_plan
 from .segments import _SHIFT, _breakpoint_shift, _stops
 from .steady_state import _newton_form_defect, conservation_laws, steady_state
 
-__all__ = ["StateTape", "backward", "forward_states", "steady_state_adjoint"]
+__all__ = ["StateTape", "backward", "check_adjoint_supported", "forward_states", "steady_state_adjoint"]
 
 
 @dataclass
@@ -55,6 +55,11 @@ class StateTape:
     p: np.ndarray
     items: list = field(default_factory=list)
     options: dict = field(default_factory=dict)
+
+
+def check_adjoint_supported(model):
+    """Raise (:class:`PbsensError`, naming the construct) unless the adjoint gradient applies to ``model``."""
+    _check_events(model)
 
 
 def _check_events(model):
