@@ -199,6 +199,8 @@ def main(argv=None):
     ap.add_argument("--configs", nargs="+", default=None, metavar="LABEL",
                     help="pbsens configurations to run (labels as in the table; default all)")
     ap.add_argument("--amici-modes", nargs="+", choices=["forward", "adjoint"], default=["forward", "adjoint"])
+    ap.add_argument("--amici-atol", type=float, default=None,
+                    help="AMICI's atol at every rtol (default rtol/100, as pbsens's; AMICI's own default is 1e-16)")
     ap.add_argument("--reference", choices=["fs", "amici"], default="fs",
                     help="fs: pbsens FS Rodas5P at rtol 1e-12 (checked by FS Radau); amici: AMICI FS at rtol "
                          "1e-12, atol 1e-16 (checked by a tight exp2), for problems where the tight FS is too slow")
@@ -230,7 +232,7 @@ def main(argv=None):
         for rtol in args.rtols:
             res = measure(problem, theta, rtol, args.repeats, configs)
             am = amici_point(yaml_path, dict(zip(problem.parameter_ids, theta)), rtol, args.repeats,
-                             args.amici_python, modes=tuple(args.amici_modes))
+                             args.amici_python, modes=tuple(args.amici_modes), atol=args.amici_atol)
             if am is not None:
                 res.update(am)
             cells = []
