@@ -186,6 +186,8 @@ def classify(rec):
         return "wrong", note + "; ".join(bad)
     if missing:
         return "pass (llh only)", note + f"gradient of {', '.join(missing)} missing"
+    if grad.get("shift") is not None and grad["shift"] != SHIFT:
+        note += f"gradient at {grad.get('theta', grad['shift'])}; "
     spot = grad.get("spot_check")
     if spot:
         return "pass (gradient spot check)", note + (

@@ -83,6 +83,8 @@ def test_reference_priority_amici_then_published_then_table():
     (_rec(grad={"exp2": {"error": 1e-3}, "fs": {"error": 2e-4}}), "wrong", ["fs error"]),
     (_rec(grad={"skipped": "one llh evaluation took 75.0 s"}), "pass (llh only)", ["75.0 s"]),
     (_rec(refs={}), "pass", []),
+    (_rec(grad={"exp2": {"error": 1e-4}, "fs": {"error": 1e-7}, "shift": -0.5, "theta": "x_nominal - 0.5"}), "pass",
+     ["gradient at x_nominal - 0.5"]),
     (_rec(exception={"kind": "refused", "type": "UnsupportedModelError", "stage": "load",
                      "message": "event E1 not supported"}), "refused", ["UnsupportedModelError", "not supported"]),
     (_rec(exception={"kind": "error", "type": "SolverError", "stage": "llh", "message": "step size"}),
