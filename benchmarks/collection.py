@@ -19,22 +19,32 @@ every stage, so that a timed-out problem keeps what it got:
   AMICI's benchmark tests (``AMICI_REFERENCE``) and the llh of the collection's own simulation
   table (``simulatedData_*.tsv``, by ``petab.v1.calculate.calculate_llh``);
 * the gradient with ``exp2`` and ``fs`` (default options) at ``theta = x_nominal + 0.1`` (on the
-  parameter scale; at the optimum the gradient is a sum of cancelling terms; at ``x_nominal - 0.1``
-  when a solver fails there or at its FD neighbours, e.g. a blow-up, with the failure in
-  ``gradient.failed_at_plus_shift``) against central
+  parameter scale; at the optimum the gradient is a sum of cancelling terms; when a solver fails
+  there or at its FD neighbours, e.g. a blow-up, at the next of ``--shifts``, default
+  ``0.1 -0.1``, with each failure in ``gradient.failed_at``) against central
   finite differences of the llh (step ``STEP`` = 1e-4 on the parameter scale, ``FD`` options),
   relative error in max norm (when a method misses its tolerance, the differences are repeated at
   step ``STEP / 2`` and the reference is their Richardson extrapolation, which removes the O(h^2)
-  truncation error of the first; ``error_vs_fd_step`` keeps the error against the first), and the median wall time of each gradient (``--repeats``, after
-  the first call). The gradient is skipped (and the record says why) when the llh already fails,
-  when one llh evaluation takes more than ``--skip-gradient-above`` seconds (default 60), or
-  when the ``2 d`` finite-difference evaluations would not fit in what is left of the timeout.
+  truncation error of the first; ``error_vs_fd_step`` keeps the error against the first), and the
+  median wall time of each gradient (``--repeats``, after the first call). The gradient is skipped
+  (and the record says why) when the llh already fails, when one llh evaluation takes more than
+  ``--skip-gradient-above`` seconds (default 60), or when not even one coordinate's two FD
+  evaluations fit in what is left of the timeout.
+* a spot check (``gradient.spot_check``, :mod:`collection_fd`) when the ``2 d`` FD evaluations do
+  not fit in what is left of the timeout (or ``--fd-coordinates K`` asks for one): central FD on
+  ``K`` coordinates only (default up to ``AUTO_SPOT`` = 6, as many as fit), the ``ceil(K / 2)`` of
+  largest ``|fs gradient|`` and the rest drawn by a seeded generator (``--fd-seed``, default 0);
+  the errors are the max-norm relative errors on those coordinates; the record names them and keeps
+  the FD values.
 
 Status (:func:`classify`): ``pass`` (llh within ``max(1e-3, 1e-6 |ref|)`` of the reference,
-gradient errors within 1e-2 (exp2) and 1e-4 (fs)); ``pass (llh only)`` (gradient skipped);
+gradient errors within 1e-2 (exp2) and 1e-4 (fs)); ``pass (gradient spot check)`` (the same, with
+the gradient checked on ``K`` of the ``d`` coordinates; the detail says how many and why);
+``pass (llh only)`` (gradient skipped);
 ``refused`` (a named :class:`pbsens.errors.PbsensError` other than a solver failure, with its
-message); ``wrong`` (llh or gradient outside the tolerances); ``error`` (any other exception, a
-solver failure, a crash); ``timeout``; ``unavailable`` (files missing from the snapshot).
+message); ``wrong`` (llh or gradient outside the tolerances, spot checks included); ``error`` (any
+other exception, a solver failure at every shift, a crash); ``timeout``; ``unavailable`` (files
+missing from the snapshot).
 The reference for the status is AMICI 1.1's llh at ``AMICI_TIGHT`` when AMICI ran, else the
 published value, else the simulation table's; every reference that disagrees with pbsens is
 listed with its number (:func:`published_disagreement`).
@@ -43,7 +53,7 @@ Run (from the repository root; one problem at a time)::
 
     nice -n 10 python -m benchmarks.collection --collection /path/Benchmark-Models \\
         [--problems Boehm_JProteomeRes2014 ...] [--timeout 600] [--skip-gradient-above 60] \\
-        [--amici-python PATH] [--table docs/COVERAGE.md]
+        [--fd-coordinates K] [--fd-seed 0] [--shifts 0.1 -0.1] [--amici-python PATH] [--table docs/COVERAGE.md]
 
 ``--table`` rewrites docs/COVERAGE.md's collection section from all JSON files in
 ``--out-dir`` (``--table-only`` does only that).
@@ -65,6 +75,15 @@ import time
 import traceback
 from pathlib import Path
 
+try:  # run as a script (the worker is): the script's folder is on sys.path
+    from collection_fd import (AUTO_SPOT, SPOT_SEED, central_differences, fd_budget_ok, fd_plan, rel_err_max,
+                               richardson, spot_coordinates)
+    from collection_files import find_yaml, missing_files, problem_size, simulation_table_llh
+except ImportError:  # python -m benchmarks.collection, or imported from the repository root
+    from benchmarks.collection_fd import (AUTO_SPOT, SPOT_SEED, central_differences, fd_budget_ok, fd_plan,
+                                          rel_err_max, richardson, spot_coordinates)
+    from benchmarks.collection_files import find_yaml, missing_files, problem_size, simulation_table_llh
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 COLLECTION_COMMIT = "4d2085084b289f6215a95475b1ee639fd7d42283"
@@ -76,7 +95,7 @@ GRAD_TOL = {"exp2": 1e-2, "fs": 1e-4}
 #: AMICI's (rtol, atol) for the reference llh: those of AMICI's own benchmark tests; its defaults
 #: (1e-8, 1e-16) are run too (``amici_default_tolerances``)
 AMICI_TIGHT = (1e-12, 1e-16)
-STATUSES = ("pass", "pass (llh only)", "refused", "wrong", "error", "timeout", "unavailable")
+STATUSES = ("pass", "pass (gradient spot check)", "pass (llh only)", "refused", "wrong", "error", "timeout", "unavailable")
 
 #: Reference llh at the nominal parameters from AMICI's benchmark tests:
 #: github.com/AMICI-dev/AMICI, tests/benchmark_models/benchmark_models.yaml (read at commit
@@ -120,24 +139,8 @@ def llh_matches(llh, ref):
     return abs(llh - ref) <= llh_tolerance(ref)
 
 
-def rel_err_max(g, g_ref):
-    """``max|g - g_ref| / max|g_ref|`` (``inf`` for a non-finite ``g``; absolute when ``g_ref`` is 0)."""
-    import numpy as np
-    g, g_ref = np.asarray(g, dtype=float), np.asarray(g_ref, dtype=float)
-    if g.shape != g_ref.shape:
-        raise ValueError(f"gradient shapes differ: {g.shape} vs {g_ref.shape}")
-    if not np.all(np.isfinite(g)):
-        return math.inf
-    scale = float(np.max(np.abs(g_ref))) if g_ref.size else 0.0
-    err = float(np.max(np.abs(g - g_ref))) if g.size else 0.0
-    return err / scale if scale > 0 else err
 
 
-def richardson(g_h, g_half):
-    """Central differences at steps ``h`` and ``h / 2`` extrapolated to step 0: their O(h^2) error
-    cancels, ``(4 g_half - g_h) / 3`` is O(h^4)."""
-    import numpy as np
-    return (4.0 * np.asarray(g_half, dtype=float) - np.asarray(g_h, dtype=float)) / 3.0
 
 
 def choose_reference(refs):
@@ -185,6 +188,13 @@ def classify(rec):
         return "wrong", note + "; ".join(bad)
     if missing:
         return "pass (llh only)", note + f"gradient of {', '.join(missing)} missing"
+    if grad.get("shift") is not None and grad["shift"] != SHIFT:
+        note += f"gradient at {grad.get('theta', grad['shift'])}; "
+    spot = grad.get("spot_check")
+    if spot:
+        return "pass (gradient spot check)", note + (
+            f"gradient checked on {spot['k']} of {spot['of']} coordinates ({len(spot['largest_abs_fs_gradient'])} "
+            f"of largest |fs gradient|, {len(spot['random'])} seeded random): {spot['reason']}")
     return "pass", note.rstrip("; ")
 
 
@@ -207,17 +217,6 @@ def published_disagreement(rec):
             + ", ".join(f"{lab} {v:.10g}" for lab, v in off))
 
 
-def fd_budget_ok(t_eval, dim, elapsed, timeout, skip_above, margin=1.2):
-    """``(ok, reason)``: whether the gradient check (``2 dim`` FD llh evaluations of ``t_eval``
-    seconds each) should run, given the per-evaluation limit and what is left of the timeout."""
-    if t_eval > skip_above:
-        return False, f"one llh evaluation took {t_eval:.1f} s > --skip-gradient-above {skip_above:g} s"
-    need = margin * 2 * dim * t_eval
-    left = timeout - elapsed
-    if need > left:
-        return False, (f"{2 * dim} FD evaluations of ~{t_eval:.2f} s each (~{need:.0f} s) "
-                       f"do not fit in the {left:.0f} s left of the {timeout:g} s timeout")
-    return True, ""
 
 
 def _fmt(v, spec=".4g", none=""):
@@ -255,76 +254,6 @@ def summary_counts(records):
     return {s: n for s, n in counts.items() if n}
 
 
-# --------------------------------------------------------------------------- the collection's files
-
-def find_yaml(folder):
-    """The problem's YAML in ``folder`` (``<folder name>.yaml``, else ``problem.yaml``, else the only
-    one that is not a ``petab_test_*`` file), or ``None``."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return None
-    for cand in (folder / f"{folder.name}.yaml", folder / "problem.yaml"):
-        if cand.is_file():
-            return cand
-    ys = sorted(p for p in folder.glob("*.yaml") if not p.name.startswith("petab_test"))
-    return ys[0] if len(ys) == 1 else None
-
-
-def problem_size(folder):
-    """Bytes of the folder's files: the driver runs small problems first."""
-    return sum(p.stat().st_size for p in Path(folder).glob("*") if p.is_file())
-
-
-def missing_files(yaml_path):
-    """Files the YAML names that are absent (a snapshot without its large blobs)."""
-    import yaml as pyyaml
-    spec = pyyaml.safe_load(Path(yaml_path).read_text())
-    folder = Path(yaml_path).parent
-    par = spec.get("parameter_file") or []
-    names = [par] if isinstance(par, str) else list(par)
-    for prob in spec.get("problems") or []:
-        for key in ("sbml_files", "condition_files", "measurement_files", "observable_files", "model_files"):
-            v = prob.get(key) or []
-            if isinstance(v, dict):    # PEtab 2 model_files: {id: {location: ...}}
-                v = [x.get("location") for x in v.values()]
-            names += [v] if isinstance(v, str) else list(v)
-    return [n for n in names if n and not (folder / n).is_file()]
-
-
-def simulation_table_llh(yaml_path):
-    """llh of the collection's ``simulatedData_*.tsv`` against the measurements (petab's own
-    ``calculate_llh``, noise parameters at their nominal values), or ``None`` without such a table."""
-    sims = sorted(Path(yaml_path).parent.glob("simulatedData_*.tsv"))
-    if not sims:
-        return None
-    import pandas as pd
-    import petab.v1 as petab_v1
-    from petab.v1.calculate import calculate_llh
-    prob = petab_v1.Problem.from_yaml(str(yaml_path))
-    table = pd.read_csv(sims[0], sep="\t")
-    meas = prob.measurement_df
-    # the tables' other columns may differ (noise parameters filled in as numbers, row order): pair
-    # rows on observable, conditions and time (the k-th replicate with the k-th), keep the
-    # measurement table's columns
-    def keyed(df):
-        df = df.copy()
-        df["_pre"] = df["preequilibrationConditionId"].fillna("").astype(str) \
-            if "preequilibrationConditionId" in df else ""
-        df["_t"] = df["time"].astype(float).round(9)
-        df["_k"] = df.groupby(["observableId", "simulationConditionId", "_pre", "_t"]).cumcount()
-        return df
-    keys = ["observableId", "simulationConditionId", "_pre", "_t", "_k"]
-    m, t = keyed(meas).reset_index(drop=True), keyed(table)
-    sim = m.merge(t[keys + ["simulation"]], on=keys, how="left", validate="one_to_one")
-    if len(sim) != len(m) or sim["simulation"].isna().any():
-        raise ValueError(f"{sims[0].name}: {int(sim['simulation'].isna().sum())} of {len(m)} measurements "
-                         "have no simulated value")
-    sim = sim.drop(columns=["_pre", "_t", "_k"])
-    sim = sim.drop(columns=["measurement"])
-    return float(calculate_llh(measurement_dfs=prob.measurement_df, simulation_dfs=sim,
-                               observable_dfs=prob.observable_df, parameter_dfs=prob.parameter_df))
-
-
 # --------------------------------------------------------------------------- one problem (worker process)
 
 def _median(xs):
@@ -354,11 +283,22 @@ def run_worker(a):
     rec = json.loads(Path(a.json).read_text()) if Path(a.json).is_file() else {}
     rec.update(problem=a.worker, stage="start", references=rec.get("references") or {})
     save = lambda: _write_json(a.json, rec)   # noqa: E731
-    try:
-        rec["references"]["simulation_table"] = simulation_table_llh(a.yaml)
-    except Exception as exc:      # the reference is optional: note why it is missing
-        rec["simulation_table_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    save()
+
+    def table_reference():
+        t0 = time.perf_counter()
+        try:
+            rec["references"]["simulation_table"] = simulation_table_llh(a.yaml)
+        except Exception as exc:      # the reference is optional: note why it is missing
+            rec["simulation_table_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        rec["simulation_table_s"] = time.perf_counter() - t0
+        save()
+    # petab's calculate_llh takes minutes on tens of thousands of rows (Beer's): when AMICI or a
+    # published value is the reference, the table's llh comes last, outside the measured stages
+    late = choose_reference(rec["references"])[0] is not None
+    if not late:
+        table_reference()
+    else:
+        save()
     import numpy as np
     import pbsens.petab as pbpetab
 
@@ -389,23 +329,28 @@ def run_worker(a):
         rec["llh"]["fd_options_s"] = t_fd
         label, ref = choose_reference(rec["references"])
         grad = rec["gradient"] = {}
+        t_eval = max(t2 - t1, t_fd)
         if ref is not None and not llh_matches(r.llh, ref):
             grad["skipped"] = f"llh fails against the {label} reference"
+        elif t_eval > a.skip_gradient_above:
+            grad["skipped"] = f"one llh evaluation took {t_eval:.1f} s > --skip-gradient-above {a.skip_gradient_above:g} s"
         else:
-            ok, why = fd_budget_ok(max(t2 - t1, t_fd), problem.dim, time.perf_counter() - t_start,
-                                   a.timeout, a.skip_gradient_above)
-            if not ok:
+            k, why = fd_plan(t_eval, problem.dim, time.perf_counter() - t_start, a.timeout, a.fd_coordinates)
+            if k == 0:
                 grad["skipped"] = why
         save()
         if grad.get("skipped"):
             return rec
         from pbsens.errors import SolverError
-        for shift in (SHIFT, -SHIFT):
+        shifts = list(a.shifts)
+        for shift in shifts:
             # at x_nominal + 0.1 a model may have no solution over the whole time span (Crauste's
             # blows up at t = 8.07 for some FD neighbours, with every solver): then the check runs
-            # at x_nominal - 0.1, and the record keeps why
+            # at the next of --shifts, and the record keeps why (failed_at)
             theta = np.asarray(problem.x_nominal, dtype=float) + shift
-            grad["theta"] = f"x_nominal {'+' if shift > 0 else '-'} {SHIFT} on the parameter scale"
+            grad["theta"] = (f"x_nominal {'+' if shift >= 0 else '-'} {abs(shift):g} on the parameter scale"
+                             + (f" (--shifts {' '.join(format(x, 'g') for x in shifts)})" if shifts != [SHIFT, -SHIFT] else ""))
+            grad["shift"] = shift
             try:
                 gs = {}
                 for m in GRAD_TOL:
@@ -414,49 +359,61 @@ def run_worker(a):
                     gs[m] = np.asarray(problem.evaluate(theta, method=m).gradient, dtype=float)
                     grad[m] = {"first_s": time.perf_counter() - t0}
                 stage("finite differences")
-                ok, why = fd_budget_ok(t_fd, problem.dim, time.perf_counter() - t_start, a.timeout, 1e300)
-                if not ok:
+                k, why = fd_plan(t_fd, problem.dim, time.perf_counter() - t_start, a.timeout, a.fd_coordinates)
+                if k == 0:
                     grad["skipped"] = why
                     save()
                     return rec
-                g_fd = np.empty(problem.dim)
+                grad.pop("spot_check", None)
+                if k < problem.dim:
+                    top, rnd = spot_coordinates(gs["fs"], k, a.fd_seed)
+                    idx = sorted(top + rnd)
+                    ids = list(problem.parameter_ids)
+                    grad["spot_check"] = {"k": len(idx), "of": int(problem.dim), "reason": why, "seed": a.fd_seed,
+                                          "largest_abs_fs_gradient": [ids[i] for i in top],
+                                          "random": [ids[i] for i in rnd], "indices": idx}
+                else:
+                    idx = list(range(problem.dim))
+                save()
                 t0 = time.perf_counter()
-                for i in range(problem.dim):
-                    e = np.zeros(problem.dim)
-                    e[i] = STEP
-                    g_fd[i] = (problem.llh(theta + e, **FD) - problem.llh(theta - e, **FD)) / (2 * STEP)
+                g_fd = central_differences(lambda x: problem.llh(x, **FD), theta, idx, STEP)
                 break
             except SolverError as exc:
-                if shift < 0:
-                    raise
-                grad["failed_at_plus_shift"] = f"{rec['stage']}: {str(exc)[:500]}"
+                grad.setdefault("failed_at", []).append(
+                    f"x_nominal {'+' if shift >= 0 else '-'} {abs(shift):g}, {rec['stage']}: {str(exc)[:500]}")
+                if shift == SHIFT:      # the key of the records before --shifts
+                    grad["failed_at_plus_shift"] = grad["failed_at"][-1]
                 for m in GRAD_TOL:
                     grad.pop(m, None)
+                if shift == shifts[-1]:
+                    raise
         grad["fd"] = {"seconds": time.perf_counter() - t0, "step": STEP, "options": FD,
-                      "max_abs": float(np.max(np.abs(g_fd)))}
+                      "max_abs": float(np.max(np.abs(g_fd))), "n_coordinates": len(idx)}
+        if "spot_check" in grad:
+            grad["fd"]["values"] = g_fd.tolist()
+            for m in GRAD_TOL:
+                grad[m]["on_spot"] = gs[m][idx].tolist()
+            grad["spot_check"]["max_abs_fs_gradient_all"] = float(np.max(np.abs(gs["fs"])))
+            grad["spot_check"]["exp2_vs_fs_all"] = rel_err_max(gs["exp2"], gs["fs"])
         for m in GRAD_TOL:
-            grad[m]["error"] = rel_err_max(gs[m], g_fd)
+            grad[m]["error"] = rel_err_max(gs[m][idx], g_fd)
         save()
         if any(grad[m]["error"] > tol for m, tol in GRAD_TOL.items()):
             # a gradient off by more than its tolerance: is it the FD reference's own O(STEP^2)
             # truncation error (Borghans' oscillator: 1.5e-4)? Half the step and extrapolate
-            ok, why = fd_budget_ok(t_fd, problem.dim, time.perf_counter() - t_start, a.timeout, 1e300)
+            ok, why = fd_budget_ok(t_fd, len(idx), time.perf_counter() - t_start, a.timeout, 1e300)
             if not ok:
                 grad["fd_richardson_skipped"] = why
             else:
                 stage("finite differences, half step")
                 t0 = time.perf_counter()
-                g_half = np.empty(problem.dim)
-                for i in range(problem.dim):
-                    e = np.zeros(problem.dim)
-                    e[i] = STEP / 2
-                    g_half[i] = (problem.llh(theta + e, **FD) - problem.llh(theta - e, **FD)) / STEP
+                g_half = central_differences(lambda x: problem.llh(x, **FD), theta, idx, STEP / 2)
                 g_rich = richardson(g_fd, g_half)
                 grad["fd_richardson"] = {"seconds": time.perf_counter() - t0, "steps": [STEP, STEP / 2],
                                          "fd_step_error": rel_err_max(g_fd, g_rich)}
                 for m in GRAD_TOL:
                     grad[m]["error_vs_fd_step"] = grad[m]["error"]
-                    grad[m]["error"] = rel_err_max(gs[m], g_rich)
+                    grad[m]["error"] = rel_err_max(gs[m][idx], g_rich)
                 save()
         for m in GRAD_TOL:           # timing: median of --repeats calls after the first
             stage(f"timing {m}")
@@ -472,6 +429,9 @@ def run_worker(a):
     except Exception as exc:
         rec["exception"] = _exception_record(exc, rec["stage"])
         save()
+    finally:
+        if late:
+            table_reference()
     return rec
 
 
@@ -550,7 +510,10 @@ def run_problem(name, a):
     with tempfile.TemporaryDirectory(prefix="pbsens_collection_cache_") as cache:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--yaml", str(yaml_path),
                "--json", str(out), "--timeout", str(a.timeout), "--skip-gradient-above",
-               str(a.skip_gradient_above), "--repeats", str(a.repeats)]
+               str(a.skip_gradient_above), "--repeats", str(a.repeats), "--fd-seed", str(a.fd_seed),
+               "--shifts", *[repr(x) for x in a.shifts]]
+        if a.fd_coordinates is not None:
+            cmd += ["--fd-coordinates", str(a.fd_coordinates)]
         env = {**os.environ, "PBSENS_CACHE_DIR": cache}
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -602,8 +565,9 @@ def coverage_section(records, command):
              "tests; the status uses this one; at AMICI's defaults rtol 1e-8 too, in the JSON), published = "
              + AMICI_REFERENCE_SOURCE + ", sim. table = the llh of the collection's `simulatedData_*.tsv`. "
              "Gradient errors: max-norm relative error against central finite differences at "
-             f"x_nominal + {SHIFT} (x_nominal - {SHIFT} where the model has no solution at + {SHIFT} or its FD "
-             f"neighbours; the JSON says why) (step {STEP:g}, Rodas5P rtol 1e-12, atol 1e-14; where a method misses its "
+             f"x_nominal + {SHIFT} (another shift where the model has no solution at + {SHIFT} or its FD "
+             f"neighbours; the JSON says which and why) (step {STEP:g}, Rodas5P rtol 1e-12, atol 1e-14; on every "
+             f"coordinate, or for a spot check on the K named in the JSON; where a method misses its "
              f"tolerance, the Richardson extrapolation of steps {STEP:g} and {STEP / 2:g}); times are wall seconds "
              "on a shared 2-core machine (load averages in the JSON files).", "",
              markdown_table(records), ""]
@@ -638,6 +602,13 @@ def build_parser():
     ap.add_argument("--skip-gradient-above", type=float, default=60.0,
                     help="skip the gradient check when one llh evaluation takes longer (seconds)")
     ap.add_argument("--repeats", type=int, default=3, help="gradient timings after the first call")
+    ap.add_argument("--fd-coordinates", type=int, default=None, metavar="K",
+                    help="spot check: central FD on K coordinates only (half of largest |fs gradient|, half "
+                         f"seeded random); default: every coordinate when that fits the timeout, else up to {AUTO_SPOT}")
+    ap.add_argument("--fd-seed", type=int, default=SPOT_SEED, help="seed of the random coordinates of a spot check")
+    ap.add_argument("--shifts", type=float, nargs="+", default=[SHIFT, -SHIFT],
+                    help="gradient check at x_nominal + shift (parameter scale), the next shift when a solver "
+                         "fails at one (default: 0.1 -0.1)")
     ap.add_argument("--out-dir", default=str(OUT_DIR))
     ap.add_argument("--table", default=str(ROOT / "docs" / "COVERAGE.md"),
                     help="Markdown file whose collection section is rewritten ('' for none)")

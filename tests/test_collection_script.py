@@ -4,6 +4,7 @@ numbers and a two-row hand-written PEtab problem."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 
@@ -82,6 +83,8 @@ def test_reference_priority_amici_then_published_then_table():
     (_rec(grad={"exp2": {"error": 1e-3}, "fs": {"error": 2e-4}}), "wrong", ["fs error"]),
     (_rec(grad={"skipped": "one llh evaluation took 75.0 s"}), "pass (llh only)", ["75.0 s"]),
     (_rec(refs={}), "pass", []),
+    (_rec(grad={"exp2": {"error": 1e-4}, "fs": {"error": 1e-7}, "shift": -0.5, "theta": "x_nominal - 0.5"}), "pass",
+     ["gradient at x_nominal - 0.5"]),
     (_rec(exception={"kind": "refused", "type": "UnsupportedModelError", "stage": "load",
                      "message": "event E1 not supported"}), "refused", ["UnsupportedModelError", "not supported"]),
     (_rec(exception={"kind": "error", "type": "SolverError", "stage": "llh", "message": "step size"}),
@@ -173,3 +176,129 @@ def test_missing_files_make_a_problem_unavailable_without_running_it(tmp_path):
     rec = col.run_problem("Tiny", args)
     assert rec["status"] == "unavailable" and "model.xml" in rec["status_detail"]
     assert (tmp_path / "out" / "Tiny.json").is_file()
+
+
+# --------------------------------------------------------------------------- spot checks and shifts
+
+def test_spot_coordinates_take_the_largest_and_seeded_random_others():
+    g = np.array([0.1, -5.0, 0.0, 3.0, 2.0, -0.5, 1.0, 0.2])
+    top, rnd = col.spot_coordinates(g, 5, seed=0)
+    assert top == [1, 3, 4]                                  # |g| 5, 3, 2
+    assert len(rnd) == 2 and not set(rnd) & set(top) and set(rnd) <= set(range(8))
+    assert col.spot_coordinates(g, 5, seed=0) == (top, rnd)  # reproducible
+    others = {tuple(col.spot_coordinates(g, 5, seed=s)[1]) for s in range(20)}
+    assert len(others) > 1                                   # the seed matters
+    assert col.spot_coordinates(g, 8) == (list(range(8)), [])
+    assert col.spot_coordinates(g, 1) == ([1], [])
+    with pytest.raises(ValueError, match="k"):
+        col.spot_coordinates(g, 0)
+
+
+def test_central_differences_on_chosen_coordinates():
+    f = lambda x: np.sin(x[0]) * np.exp(2 * x[1]) + x[2] ** 3     # noqa: E731
+    x = np.array([0.3, -0.2, 0.7])
+    exact = np.array([np.cos(0.3) * np.exp(-0.4), 2 * np.sin(0.3) * np.exp(-0.4), 3 * 0.49])
+    got = col.central_differences(f, x, [2, 0], 1e-4)
+    assert got == pytest.approx(exact[[2, 0]], rel=1e-7)
+
+
+def test_fd_plan_full_when_it_fits_else_a_spot_check_of_what_fits():
+    assert col.fd_plan(0.01, 10, 5.0, 600) == (10, "")
+    k, why = col.fd_plan(6.4, 136, 100.0, 900)         # Raimundez: 1741 s do not fit in 800 s
+    assert k == col.AUTO_SPOT and "272 FD evaluations" in why
+    k, why = col.fd_plan(67.0, 25, 400.0, 900)          # Smith: 500 s left, 3 coordinates fit
+    assert k == 3 and "do not fit" in why
+    assert col.fd_plan(67.0, 25, 800.0, 900)[0] == 0
+    assert col.fd_plan(0.01, 10, 5.0, 600, forced=4) == (4, "--fd-coordinates 4")
+    assert col.fd_plan(0.01, 10, 5.0, 600, forced=40) == (10, "")
+
+
+def test_classify_a_spot_check():
+    spot = {"k": 6, "of": 136, "reason": "272 FD evaluations ... do not fit", "largest_abs_fs_gradient": ["a", "b", "c"],
+            "random": ["d", "e", "f"]}
+    st, detail = col.classify(_rec(grad={"exp2": {"error": 1e-4}, "fs": {"error": 1e-7}, "spot_check": spot}))
+    assert st == "pass (gradient spot check)" and "6 of 136 coordinates" in detail and "do not fit" in detail
+    st, detail = col.classify(_rec(grad={"exp2": {"error": 1e-4}, "fs": {"error": 1e-3}, "spot_check": spot}))
+    assert st == "wrong" and "fs error" in detail
+    assert col.summary_counts([_rec(grad={"exp2": {"error": 0}, "fs": {"error": 0}, "spot_check": spot})]) == \
+        {"pass (gradient spot check)": 1}
+
+
+# dx/dt = k x^2, x(0) = 1: x = 1 / (1 - k t), a blow-up at t = 1 / k; y = a x + b, sigma 0.5.
+# At k = 0.5 + 0.1 the last measurement (t = 1.9) lies beyond the blow-up (t = 1.67), at 0.5 - 0.1 not.
+BLOW_K, BLOW_A, BLOW_B, BLOW_SIGMA = 0.5, 1.0, 0.2, 0.5
+BLOW_DATA = ((0.5, 1.5), (1.0, 2.0), (1.5, 4.5), (1.9, 5.0))
+
+
+def _blowup_petab(folder):
+    libsbml = pytest.importorskip("libsbml")
+    from petab_files import write_problem_yaml
+    folder.mkdir()
+    doc = libsbml.SBMLDocument(3, 1)
+    m = doc.createModel()
+    m.setId("blowup")
+    c = m.createCompartment()
+    c.setId("c"); c.setSize(1.0); c.setConstant(True)                          # noqa: E702
+    s = m.createSpecies()
+    s.setId("x"); s.setCompartment("c"); s.setInitialAmount(1.0)              # noqa: E702
+    s.setHasOnlySubstanceUnits(True); s.setBoundaryCondition(False); s.setConstant(False)  # noqa: E702
+    for pid, v in (("k", BLOW_K), ("a", BLOW_A), ("b", BLOW_B)):
+        p = m.createParameter()
+        p.setId(pid); p.setValue(v); p.setConstant(True)                       # noqa: E702
+    r = m.createReaction()
+    r.setId("grow"); r.setReversible(False); r.setFast(False)                 # noqa: E702
+    pr = r.createProduct()
+    pr.setSpecies("x"); pr.setStoichiometry(1.0); pr.setConstant(True)        # noqa: E702
+    r.createKineticLaw().setMath(libsbml.parseL3Formula("k * x * x"))
+    libsbml.writeSBMLToFile(doc, str(folder / "model.xml"))
+    (folder / "conditions.tsv").write_text("conditionId\nc0\n")
+    (folder / "observables.tsv").write_text(f"observableId\tobservableFormula\tnoiseFormula\ny\ta * x + b\t{BLOW_SIGMA}\n")
+    (folder / "parameters.tsv").write_text(
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
+        + "".join(f"{p}\tlin\t-10\t10\t{v}\t1\n" for p, v in (("k", BLOW_K), ("a", BLOW_A), ("b", BLOW_B))))
+    (folder / "measurements.tsv").write_text("observableId\tsimulationConditionId\tmeasurement\ttime\n"
+                                             + "".join(f"y\tc0\t{y}\t{t}\n" for t, y in BLOW_DATA))
+    return write_problem_yaml(folder)
+
+
+def _blowup_llh_and_gradient(k, a, b):
+    llh, g = 0.0, np.zeros(3)
+    for t, meas in BLOW_DATA:
+        x = 1.0 / (1.0 - k * t)
+        r = (meas - (a * x + b)) / BLOW_SIGMA ** 2
+        llh += -0.5 * math.log(2 * math.pi * BLOW_SIGMA ** 2) - 0.5 * (meas - a * x - b) ** 2 / BLOW_SIGMA ** 2
+        g += r * np.array([a * t * x ** 2, x, 1.0])
+    return llh, g
+
+
+def test_worker_spot_check_after_a_blow_up_at_the_first_shift(tmp_path):
+    """The worker on the hand-written blow-up problem with --fd-coordinates 2: the gradient check
+    moves to x_nominal - 0.1 (the record names the failure at + 0.1), checks 2 of the 3 coordinates
+    (the one of largest |gradient| and one seeded random), and its llh, FD values and errors agree
+    with the closed form."""
+    pytest.importorskip("petab")
+    y = _blowup_petab(tmp_path / "Blowup")
+    out = tmp_path / "Blowup.json"
+    a = col.build_parser().parse_args(["--worker", "Blowup", "--yaml", str(y), "--json", str(out),
+                                       "--fd-coordinates", "2", "--repeats", "0", "--timeout", "3000"])
+    rec = col.run_worker(a)
+    assert "exception" not in rec, rec.get("exception")
+    llh0, _ = _blowup_llh_and_gradient(BLOW_K, BLOW_A, BLOW_B)
+    assert rec["llh"]["value_fd_options"] == pytest.approx(llh0, abs=1e-6)     # rtol 1e-12
+    assert rec["llh"]["value"] == pytest.approx(llh0, rel=1e-6)                # rtol 1e-8 (x = 20 at t = 1.9)
+    grad = rec["gradient"]
+    assert grad["shift"] == -0.1 and "x_nominal - 0.1" in grad["theta"]
+    assert len(grad["failed_at"]) == 1 and grad["failed_at"][0].startswith("x_nominal + 0.1")
+    _, g_exact = _blowup_llh_and_gradient(BLOW_K - 0.1, BLOW_A - 0.1, BLOW_B - 0.1)
+    spot = grad["spot_check"]
+    assert spot["k"] == 2 and spot["of"] == 3 and spot["reason"] == "--fd-coordinates 2"
+    ids = ["k", "a", "b"]
+    assert spot["largest_abs_fs_gradient"] == [ids[int(np.argmax(np.abs(g_exact)))]]
+    idx = spot["indices"]
+    assert [ids[i] for i in idx] == sorted(spot["largest_abs_fs_gradient"] + spot["random"], key=ids.index)
+    assert grad["fd"]["values"] == pytest.approx(g_exact[idx], rel=1e-6)
+    for m in ("exp2", "fs"):
+        assert grad[m]["on_spot"] == pytest.approx(g_exact[idx], rel=1e-5)
+        assert grad[m]["error"] < col.GRAD_TOL[m]
+    assert col.classify(rec)[0] == "pass (gradient spot check)"
+    assert json.loads(out.read_text())["gradient"]["spot_check"]["k"] == 2
