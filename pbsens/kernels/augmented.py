@@ -24,10 +24,10 @@ Jacobians are sparse; the products with ``A`` and its differences skip zeros.
 """
 from numba import njit, types
 
-from .lu import lu_solve_vec
+from .lu import lu_solve_mat, lu_solve_vec
 from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
 
-__all__ = ["system_rhs", "system_jac", "block_solve"]
+__all__ = ["system_rhs", "system_jac", "block_solve", "coupling_columns", "coupled_solve"]
 
 
 @njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec),
@@ -128,6 +128,114 @@ def block_solve(W, piv, J, g):
                 s += J[r, q] * k0[q]
             g[r] += s
         lu_solve_vec(W, piv, g[off:off + nx])
+
+
+# ------------------------------------------------------------------ compressed couplings (Rodas5P)
+#
+# The compiled Rodas5P path does not store the couplings C_j as dense nx x nx blocks: the entry
+# (i, k) of C_j = d(A S_j + B[:, idx_j])/dx is the derivative of row i of A S_j + B_j in x_k, so it
+# can only be nonzero where row i of A or of B changes with x_k. coupling_columns keeps the
+# (i, k) where the forward difference of A or B in direction x_k is nonzero in row i (the same
+# differences as system_jac, so the same values), as a list ``pat`` and one row of ``Cs`` per
+# entry holding that entry for every column j; coupled_solve multiplies with that list and solves
+# all ns columns with the one LU as a matrix right-hand side (nx, ns), rows updated as contiguous
+# axpys over the columns. Work per stage ~ (entries of the list + nonzeros of the LU) x ns, not
+# 2 nx^2 ns. Layout of the scratch ``Cs`` ((nx^2 + nx), ns): rows [0, npat) the coupling entries,
+# rows [nx^2, nx^2 + nx) an (nx, ns) block for the sensitivities transposed (S^T in
+# coupling_columns, the stage's right-hand sides in coupled_solve). ``pat`` (1 + 2 nx^2,) int64:
+# ``pat[0] = npat``, then (row, column) of each entry.
+
+
+@njit(types.void(jacs_fn, ivec, tens, tens, f8, vec, vec, vec, mat, mat, ivec),
+      cache=True, _nrt=False, error_model="numpy")
+def coupling_columns(jacs, idx, WA, WB, t, z, p, c, J, Cs, pat):
+    """``J = A`` (nx, nx) and the couplings ``C_j`` compressed into ``Cs``/``pat`` (see above).
+
+    The values are those of :func:`system_jac` (same increments, same order of summation):
+    ``C_j[i, k] = (B_k - B)[i, idx_j] / d_k + sum_q (A_k - A)[i, q] / d_k S[q, j]``; ``z[k]``
+    is perturbed in place and restored bit for bit.
+    """
+    ns = idx.shape[0]
+    nx = WA.shape[1]
+    nn = nx * nx
+    x = z[:nx]
+    Am, Ak = WA[0], WA[1]
+    Bm, Bk = WB[0], WB[1]
+    jacs(t, x, p, c, Am, Bm)
+    St = Cs[nn:nn + nx]
+    for j in range(ns):
+        off = nx * (j + 1)
+        for i in range(nx):
+            St[i, j] = z[off + i]
+    xmax = 0.0
+    for i in range(nx):
+        xmax = max(xmax, abs(x[i]))
+        for q in range(nx):
+            J[i, q] = Am[i, q]
+    npat = 0
+    for k in range(nx):
+        xk = x[k]
+        dk = 1.4901161193847656e-08 * max(abs(xk), 1e-3 * xmax, 1e-12)
+        x[k] = xk + dk
+        dk = x[k] - xk            # the increment actually taken
+        jacs(t, x, p, c, Ak, Bk)
+        x[k] = xk
+        inv = 1.0 / dk
+        for i in range(nx):
+            row = Cs[npat]        # a candidate entry (i, k); kept if any part of it is nonzero
+            used = False
+            for j in range(ns):
+                col = idx[j]
+                d = (Bk[i, col] - Bm[i, col]) * inv
+                row[j] = d
+                if d != 0.0:
+                    used = True
+            for q in range(nx):
+                d = (Ak[i, q] - Am[i, q]) * inv
+                if d != 0.0:
+                    used = True
+                    sq = St[q]
+                    for j in range(ns):
+                        row[j] += d * sq[j]
+            if used:
+                pat[1 + 2 * npat] = i
+                pat[2 + 2 * npat] = k
+                npat += 1
+    pat[0] = npat
+
+
+@njit(types.void(mat, ivec, mat, ivec, vec), cache=True, _nrt=False, error_model="numpy")
+def coupled_solve(W, piv, Cs, pat, g):
+    """:func:`block_solve` with the compressed couplings of :func:`coupling_columns`, in place.
+
+    ``W k_0 = g_0``, then ``W (k_0 .. k_ns-1) = (g_j + C_j k_0)_j`` as one matrix right-hand side
+    (nx, ns) (:func:`pbsens.kernels.lu.lu_solve_mat`, which skips the zeros of the LU). With no
+    sensitivity columns (``g`` of length nx) just the one solve.
+    """
+    nx = W.shape[0]
+    ns = g.shape[0] // nx - 1
+    k0 = g[:nx]
+    lu_solve_vec(W, piv, k0)
+    if ns == 0:
+        return
+    nn = nx * nx
+    G = Cs[nn:nn + nx]
+    for j in range(ns):
+        off = nx * (j + 1)
+        for i in range(nx):
+            G[i, j] = g[off + i]
+    for e in range(pat[0]):
+        v = k0[pat[2 + 2 * e]]
+        if v != 0.0:
+            gi = G[pat[1 + 2 * e]]
+            row = Cs[e]
+            for j in range(ns):
+                gi[j] += v * row[j]
+    lu_solve_mat(W, piv, G)
+    for j in range(ns):
+        off = nx * (j + 1)
+        for i in range(nx):
+            g[off + i] = G[i, j]
 
 
 #: int32 index arrays (scipy.sparse's CSC indices)
