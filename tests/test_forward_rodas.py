@@ -57,7 +57,7 @@ def test_block_solve_matches_dense_solve():
 
 def _compressed(C, nx, ns):
     """``Cs``/``pat`` scratch of :func:`pbsens.kernels.augmented.coupled_solve` holding the nonzero ``(i, k)`` of ``C``."""
-    Cs = np.full((nx * nx + nx, ns), np.nan)        # untouched rows stay NaN: a read of them would show
+    Cs = np.full((nx * nx + 2 * nx, ns), np.nan)        # untouched rows stay NaN: a read of them would show
     pat = np.zeros(1 + 2 * nx * nx, dtype=np.int64)
     e = 0
     for k in range(nx):
@@ -115,7 +115,7 @@ def test_coupling_columns_match_central_differences(pka):
     S = rng.normal(size=(nx, ns))
     z = np.concatenate([x, S.T.ravel()])
     J = np.empty((nx, nx))
-    Cs = np.empty((nx * nx + nx, ns))
+    Cs = np.empty((nx * nx + 2 * nx, ns))
     pat = np.zeros(1 + 2 * nx * nx, dtype=np.int64)
     WA, WB = np.empty((2, nx, nx)), np.empty((2, nx, npar))
     z_in = z.copy()
@@ -142,6 +142,33 @@ def test_coupling_columns_match_central_differences(pka):
     assert np.abs(C_ref).max() > 0
     assert np.abs(C - C_ref).max() <= 1e-6 * np.abs(C_ref).max()
     assert not np.any((C_ref != 0.0) & (C == 0.0) & (np.abs(C_ref) > 1e-9 * np.abs(C_ref).max()))
+
+
+def test_coupled_rhs_matches_numpy(pka):
+    """``(f, A S_j + B[:, idx_j])`` from :func:`pbsens.kernels.augmented.coupled_rhs` against numpy products
+    of the model's Jacobians; without columns it is the plain right-hand side."""
+    from pbsens.kernels.augmented import coupled_rhs
+    m = pka
+    nx, npar = m.n_states, m.n_params
+    rng = np.random.default_rng(4)
+    idx = np.array([npar - 1, 0, 2], dtype=np.int64)
+    p, c = m.p.copy(), m.constants
+    x = m.initial_state(p) + rng.random(nx)
+    S = rng.normal(size=(nx, idx.size))
+    z = np.concatenate([x, S.T.ravel()])
+    out = np.empty(z.size)
+    Cs = np.empty((nx * nx + 2 * nx, idx.size))
+    coupled_rhs(m.fns.rhs_into, m.fns.jacs_into, idx, np.empty((2, nx, nx)), np.empty((2, nx, npar)), 0.3, z, p, c,
+                out, Cs)
+    f, A, B = np.empty(nx), np.empty((nx, nx)), np.empty((nx, npar))
+    m.fns.rhs_into(0.3, x, p, c, f)
+    m.fns.jacs_into(0.3, x, p, c, A, B)
+    ref = np.concatenate([f, (A @ S + B[:, idx]).T.ravel()])
+    assert np.allclose(out, ref, rtol=1e-13, atol=1e-13 * np.abs(ref).max())
+    plain = np.empty(nx)
+    coupled_rhs(m.fns.rhs_into, m.fns.jacs_into, np.empty(0, dtype=np.int64), np.empty((2, 0, 0)),
+                np.empty((2, 0, 0)), 0.3, x.copy(), p, c, plain, np.empty((0, 0)))
+    assert np.array_equal(plain, f)
 
 
 # ----------------------------------------------------------------- analytic references

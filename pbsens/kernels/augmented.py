@@ -27,7 +27,7 @@ from numba import njit, types
 from .lu import lu_solve_mat, lu_solve_vec
 from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
 
-__all__ = ["system_rhs", "system_jac", "block_solve", "coupling_columns", "coupled_solve"]
+__all__ = ["system_rhs", "system_jac", "block_solve", "coupling_columns", "coupled_solve", "coupled_rhs"]
 
 
 @njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec),
@@ -140,10 +140,12 @@ def block_solve(W, piv, J, g):
 # entry holding that entry for every column j; coupled_solve multiplies with that list and solves
 # all ns columns with the one LU as a matrix right-hand side (nx, ns), rows updated as contiguous
 # axpys over the columns. Work per stage ~ (entries of the list + nonzeros of the LU) x ns, not
-# 2 nx^2 ns. Layout of the scratch ``Cs`` ((nx^2 + nx), ns): rows [0, npat) the coupling entries,
-# rows [nx^2, nx^2 + nx) an (nx, ns) block for the sensitivities transposed (S^T in
-# coupling_columns, the stage's right-hand sides in coupled_solve). ``pat`` (1 + 2 nx^2,) int64:
-# ``pat[0] = npat``, then (row, column) of each entry.
+# 2 nx^2 ns. coupled_rhs is system_rhs with the products A S_j done the same way (rows of the
+# transposed S as contiguous axpys). Layout of the scratch ``Cs`` ((nx^2 + 2 nx), ns): rows
+# [0, npat) the coupling entries, rows [nx^2, nx^2 + nx) an (nx, ns) block for the sensitivities
+# transposed (S^T in coupling_columns and coupled_rhs, the stage's right-hand sides in
+# coupled_solve), rows [nx^2 + nx, nx^2 + 2 nx) a second one (coupled_rhs's result, transposed).
+# ``pat`` (1 + 2 nx^2,) int64: ``pat[0] = npat``, then (row, column) of each entry.
 
 
 @njit(types.void(jacs_fn, ivec, tens, tens, f8, vec, vec, vec, mat, mat, ivec),
@@ -172,6 +174,7 @@ def coupling_columns(jacs, idx, WA, WB, t, z, p, c, J, Cs, pat):
         xmax = max(xmax, abs(x[i]))
         for q in range(nx):
             J[i, q] = Am[i, q]
+    npar = WB.shape[2]
     npat = 0
     for k in range(nx):
         xk = x[k]
@@ -182,26 +185,68 @@ def coupling_columns(jacs, idx, WA, WB, t, z, p, c, J, Cs, pat):
         x[k] = xk
         inv = 1.0 / dk
         for i in range(nx):
-            row = Cs[npat]        # a candidate entry (i, k); kept if any part of it is nonzero
-            used = False
+            # entry (i, k) only if row i of A or B changed (a whole-row test first: most rows do not)
+            changed = False
+            for q in range(nx):
+                changed |= Ak[i, q] != Am[i, q]
+            if not changed:
+                for q in range(npar):
+                    changed |= Bk[i, q] != Bm[i, q]
+            if not changed:
+                continue
+            row = Cs[npat]
             for j in range(ns):
                 col = idx[j]
-                d = (Bk[i, col] - Bm[i, col]) * inv
-                row[j] = d
-                if d != 0.0:
-                    used = True
+                row[j] = (Bk[i, col] - Bm[i, col]) * inv
             for q in range(nx):
                 d = (Ak[i, q] - Am[i, q]) * inv
                 if d != 0.0:
-                    used = True
                     sq = St[q]
                     for j in range(ns):
                         row[j] += d * sq[j]
-            if used:
-                pat[1 + 2 * npat] = i
-                pat[2 + 2 * npat] = k
-                npat += 1
+            pat[1 + 2 * npat] = i
+            pat[2 + 2 * npat] = k
+            npat += 1
     pat[0] = npat
+
+
+@njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec, mat),
+      cache=True, _nrt=False, error_model="numpy")
+def coupled_rhs(rhs, jacs, idx, WA, WB, t, z, p, c, out, Cs):
+    """:func:`system_rhs` (same values, same order of summation) with ``A S_j + B[:, idx_j]`` for all
+    ``j`` formed on the transposed ``S`` in the scratch rows of ``Cs``; plain ``rhs`` without columns."""
+    ns = idx.shape[0]
+    if ns == 0:
+        rhs(t, z, p, c, out)
+        return
+    nx = WA.shape[1]
+    nn = nx * nx
+    x = z[:nx]
+    rhs(t, x, p, c, out[:nx])
+    Am = WA[0]
+    Bm = WB[0]
+    jacs(t, x, p, c, Am, Bm)
+    St = Cs[nn:nn + nx]
+    Ot = Cs[nn + nx:nn + 2 * nx]
+    for j in range(ns):
+        off = nx * (j + 1)
+        for i in range(nx):
+            St[i, j] = z[off + i]
+    for i in range(nx):
+        oi = Ot[i]
+        bi = Bm[i]
+        for j in range(ns):
+            oi[j] = bi[idx[j]]
+        for q in range(nx):
+            a = Am[i, q]
+            if a != 0.0:
+                sq = St[q]
+                for j in range(ns):
+                    oi[j] += a * sq[j]
+    for j in range(ns):
+        off = nx * (j + 1)
+        for i in range(nx):
+            out[off + i] = Ot[i, j]
 
 
 @njit(types.void(mat, ivec, mat, ivec, vec), cache=True, _nrt=False, error_model="numpy")

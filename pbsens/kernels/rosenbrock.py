@@ -64,10 +64,10 @@ import math
 import numpy as np
 from numba import njit, types
 
+from .augmented import coupled_rhs as _rhs
 from .augmented import coupled_solve as _coupled_solve
 from .augmented import coupling_columns as _coupling_columns
 from .augmented import system_jac as _system_jac
-from .augmented import system_rhs as _system_rhs
 from .checks import all_finite as _finite
 from .function_address import jacs_fn_at, matrix_fn_at, vector_fn_at
 from .lu import lu_factor
@@ -190,7 +190,7 @@ def _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_room, x, autonomous, f
     Returns whether ``f0`` and ``J`` are finite.
     """
     nx = x.shape[0]
-    _system_rhs(rhs, jacs, idx, WA, WB, t_lo, x, p, c, f0)
+    _rhs(rhs, jacs, idx, WA, WB, t_lo, x, p, c, f0, Cs)
     if idx.shape[0] == 0:
         _system_jac(jac, jacs, idx, WA, WB, t_lo, x, p, c, J)
     else:
@@ -206,7 +206,7 @@ def _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_room, x, autonomous, f
         if delt > 0.5 * t_room:
             delt = 0.5 * t_room
         if delt > 0.0:
-            _system_rhs(rhs, jacs, idx, WA, WB, t_lo + delt, x, p, c, dT)
+            _rhs(rhs, jacs, idx, WA, WB, t_lo + delt, x, p, c, dT, Cs)
             counts[N_RHS] += 1
             for i in range(nx):
                 dT[i] = (dT[i] - f0[i]) / delt
@@ -256,7 +256,7 @@ def _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomou
                 ts = t_lo
             if ts > t_hi:
                 ts = t_hi
-            _system_rhs(rhs, jacs, idx, WA, WB, ts, u, p, c, g)
+            _rhs(rhs, jacs, idx, WA, WB, ts, u, p, c, g, Cs)
             counts[N_RHS] += 1
             for j in range(s):
                 cc = C[s, j] / h
@@ -337,7 +337,7 @@ def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_st
                 h0 = min(h0, t_stop - t)
                 for i in range(nx):
                     u[i] = x[i] + h0 * f0[i]
-                _system_rhs(rhs, jacs, idx, WA, WB, t_lo + h0, u, p, c, g)
+                _rhs(rhs, jacs, idx, WA, WB, t_lo + h0, u, p, c, g, Cs)
                 counts[N_RHS] += 1
                 for i in range(nx):
                     g[i] -= f0[i]
@@ -451,7 +451,7 @@ def _workspace(nx, nx_model):
     columns), the stages K, and u, f0, dT, g."""
     ns = nx // nx_model - 1
     nn = nx_model * nx_model
-    Cs = np.empty((nn + nx_model, ns)) if ns > 0 else np.empty((0, 0))
+    Cs = np.empty((nn + 2 * nx_model, ns)) if ns > 0 else np.empty((0, 0))
     pat = np.zeros(1 + 2 * nn if ns > 0 else 1, dtype=np.int64)
     return (np.empty((nx_model, nx_model)), np.empty((nx_model, nx_model)), np.empty(nx_model, dtype=np.int64),
             Cs, pat, np.empty((S, nx)), np.empty(nx), np.empty(nx), np.zeros(nx), np.empty(nx))
