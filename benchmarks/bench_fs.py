@@ -10,7 +10,8 @@ Each pbsens version runs in its own subprocess (``PYTHONPATH`` = that tree), the
 problem one after the other, then AMICI (``benchmarks/amici_bridge.py``, its own Python,
 ``--amici-python`` or ``$PBSENS_AMICI_PYTHON``; the compiled AMICI model is reused from
 ``benchmarks/.amici_cache``). Reported: median process CPU and wall seconds over ``--repeats``
-after one warm-up, the Rodas5P steps summed over the conditions, the llh, and the gradient's
+(at least 21 when the warm-up took under 0.5 s CPU; AMICI gets as many) after one warm-up,
+the Rodas5P steps summed over the conditions, the llh, and the gradient's
 max-norm relative difference to the baseline's and to AMICI's gradient (the same tolerances on
 both pbsens sides: "matched accuracy" is that difference). Run from the repository root::
 
@@ -59,7 +60,10 @@ def worker(yaml_path, repeats, out):
         return t, Z, st
 
     F._AUGMENTED_SOLVERS["rodas5p"] = counted
+    c0 = time.process_time()
     res = problem.evaluate(method="fs")      # warm-up: compilation, caches
+    if time.process_time() - c0 < 0.5:       # small problems: more repeats, the medians are cheap
+        repeats = max(repeats, 21)
     steps = sum(s["n_steps"] for s in stats)
     rejected = sum(s["n_rejected"] for s in stats)
     n_solves = len(stats)
@@ -70,7 +74,7 @@ def worker(yaml_path, repeats, out):
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
     Path(out).write_text(json.dumps({
-        "pbsens": sys.modules["pbsens"].__file__, "cpu": cpu, "wall": wall, "steps": steps, "rejected": rejected,
+        "pbsens": sys.modules["pbsens"].__file__, "repeats": repeats, "cpu": cpu, "wall": wall, "steps": steps, "rejected": rejected,
         "solves": n_solves, "llh": float(res.llh),
         "gradient": [float(v) for v in res.gradient], "ids": list(problem.parameter_ids)}))
 
@@ -147,7 +151,7 @@ def main():
             results[name][label] = r
             print(f"{name} {label}: CPU {statistics.median(r['cpu']):.3f} s, steps {r['steps']}", flush=True)
         if not args.no_amici:
-            am = run_amici_forward(yaml_path, args.repeats, args.amici_python)
+            am = run_amici_forward(yaml_path, max(r["repeats"] for r in results[name].values()), args.amici_python)
             if am is not None:
                 results[name]["AMICI forward"] = am
                 print(f"{name} AMICI forward: {am['status']} CPU {am['cpu']}", flush=True)

@@ -57,7 +57,7 @@ def test_block_solve_matches_dense_solve():
 
 def _compressed(C, nx, ns):
     """``Cs``/``pat`` scratch of :func:`pbsens.kernels.augmented.coupled_solve` holding the nonzero ``(i, k)`` of ``C``."""
-    Cs = np.full((nx * nx + 2 * nx, ns), np.nan)        # untouched rows stay NaN: a read of them would show
+    Cs = np.full((nx * nx, ns), np.nan)                # untouched rows stay NaN: a read of them would show
     pat = np.zeros(1 + 2 * nx * nx, dtype=np.int64)
     e = 0
     for k in range(nx):
@@ -73,7 +73,8 @@ def _compressed(C, nx, ns):
 @pytest.mark.parametrize("ns", [1, 4])
 def test_coupled_solve_matches_dense_solve(ns):
     """The stage solve with compressed couplings and a matrix right-hand side against numpy's dense
-    solve of the whole ``nx (ns+1)`` block lower-triangular system, sparse ``A`` and ``C_j``."""
+    solve of the whole ``nx (ns+1)`` block lower-triangular system, sparse ``A`` and ``C_j`` (the dense
+    system in the column layout ``(x, S[:, 0], ...)``, the kernel's ``(x, S)`` with ``S`` row-major)."""
     from pbsens.kernels.augmented import coupled_solve
     from pbsens.kernels.lu import lu_factor
     rng = np.random.default_rng(5)
@@ -93,11 +94,11 @@ def test_coupled_solve_matches_dense_solve(ns):
     piv = np.empty(nx, dtype=np.int64)
     assert lu_factor(W, piv) == 0
     Cs, pat = _compressed(C, nx, ns)
-    Cs[nx * nx:] = 0.0                                 # the solve's own scratch rows
     assert 0 < pat[0] < nx * nx
-    k = g.copy()
+    perm = np.concatenate([np.arange(nx), nx + np.arange(nx * ns).reshape(ns, nx).T.ravel()])
+    k = g[perm]
     coupled_solve(W, piv, Cs, pat, k)
-    assert np.allclose(k, np.linalg.solve(M, g), rtol=1e-12, atol=1e-12)
+    assert np.allclose(k, np.linalg.solve(M, g)[perm], rtol=1e-12, atol=1e-12)
 
 
 def test_coupling_columns_match_central_differences(pka):
@@ -113,9 +114,9 @@ def test_coupling_columns_match_central_differences(pka):
     p, c = m.p.copy(), m.constants
     x = m.initial_state(p) + rng.random(nx)            # away from zero: more entries of A are nonzero
     S = rng.normal(size=(nx, ns))
-    z = np.concatenate([x, S.T.ravel()])
+    z = np.concatenate([x, S.ravel()])                 # S row-major
     J = np.empty((nx, nx))
-    Cs = np.empty((nx * nx + 2 * nx, ns))
+    Cs = np.empty((nx * nx, ns))
     pat = np.zeros(1 + 2 * nx * nx, dtype=np.int64)
     WA, WB = np.empty((2, nx, nx)), np.empty((2, nx, npar))
     z_in = z.copy()
@@ -155,19 +156,18 @@ def test_coupled_rhs_matches_numpy(pka):
     p, c = m.p.copy(), m.constants
     x = m.initial_state(p) + rng.random(nx)
     S = rng.normal(size=(nx, idx.size))
-    z = np.concatenate([x, S.T.ravel()])
+    z = np.concatenate([x, S.ravel()])                 # S row-major
     out = np.empty(z.size)
-    Cs = np.empty((nx * nx + 2 * nx, idx.size))
     coupled_rhs(m.fns.rhs_into, m.fns.jacs_into, idx, np.empty((2, nx, nx)), np.empty((2, nx, npar)), 0.3, z, p, c,
-                out, Cs)
+                out)
     f, A, B = np.empty(nx), np.empty((nx, nx)), np.empty((nx, npar))
     m.fns.rhs_into(0.3, x, p, c, f)
     m.fns.jacs_into(0.3, x, p, c, A, B)
-    ref = np.concatenate([f, (A @ S + B[:, idx]).T.ravel()])
+    ref = np.concatenate([f, (A @ S + B[:, idx]).ravel()])
     assert np.allclose(out, ref, rtol=1e-13, atol=1e-13 * np.abs(ref).max())
     plain = np.empty(nx)
     coupled_rhs(m.fns.rhs_into, m.fns.jacs_into, np.empty(0, dtype=np.int64), np.empty((2, 0, 0)),
-                np.empty((2, 0, 0)), 0.3, x.copy(), p, c, plain, np.empty((0, 0)))
+                np.empty((2, 0, 0)), 0.3, x.copy(), p, c, plain)
     assert np.array_equal(plain, f)
 
 

@@ -17,6 +17,11 @@ variant chosen by the length of ``idx``:
   step), and :func:`block_solve` does block forward substitution; the
   ``nx (ns+1)`` square is never formed.
 
+The compiled Rodas5P path (:mod:`pbsens.kernels.rosenbrock`) uses the variants below the
+``compressed couplings`` line instead: ``S`` stored row-major, the couplings as their nonzero
+entries, all columns solved as one matrix right-hand side (:func:`coupling_columns`,
+:func:`coupled_rhs`, :func:`coupled_solve`); scipy's methods use the kernels above.
+
 ``WA`` (2, nx, nx) and ``WB`` (2, nx, np) are scratch for the model's
 ``jacs_into`` (unused, possibly empty, in the plain case). All kernels are
 ``nopython``, cached, free of reference counting and allocation. The model
@@ -132,20 +137,17 @@ def block_solve(W, piv, J, g):
 
 # ------------------------------------------------------------------ compressed couplings (Rodas5P)
 #
-# The compiled Rodas5P path does not store the couplings C_j as dense nx x nx blocks: the entry
-# (i, k) of C_j = d(A S_j + B[:, idx_j])/dx is the derivative of row i of A S_j + B_j in x_k, so it
-# can only be nonzero where row i of A or of B changes with x_k. coupling_columns keeps the
-# (i, k) where the forward difference of A or B in direction x_k is nonzero in row i (the same
-# differences as system_jac, so the same values), as a list ``pat`` and one row of ``Cs`` per
-# entry holding that entry for every column j; coupled_solve multiplies with that list and solves
-# all ns columns with the one LU as a matrix right-hand side (nx, ns), rows updated as contiguous
-# axpys over the columns. Work per stage ~ (entries of the list + nonzeros of the LU) x ns, not
-# 2 nx^2 ns. coupled_rhs is system_rhs with the products A S_j done the same way (rows of the
-# transposed S as contiguous axpys). Layout of the scratch ``Cs`` ((nx^2 + 2 nx), ns): rows
-# [0, npat) the coupling entries, rows [nx^2, nx^2 + nx) an (nx, ns) block for the sensitivities
-# transposed (S^T in coupling_columns and coupled_rhs, the stage's right-hand sides in
-# coupled_solve), rows [nx^2 + nx, nx^2 + 2 nx) a second one (coupled_rhs's result, transposed).
-# ``pat`` (1 + 2 nx^2,) int64: ``pat[0] = npat``, then (row, column) of each entry.
+# The compiled Rodas5P path stores the sensitivities transposed, ``z = (x, S)`` with ``S`` (nx, ns)
+# row-major (z[nx + i ns + j] = S[i, j]; the caller permutes in and out), so that the work on all
+# ns columns is done as contiguous axpys over rows of S. It does not store the couplings C_j as
+# dense nx x nx blocks: the entry (i, k) of C_j = d(A S_j + B[:, idx_j])/dx is the derivative of
+# row i of A S_j + B_j in x_k, so it can only be nonzero where row i of A or of B changes with x_k.
+# coupling_columns keeps those (i, k) (the same forward differences as system_jac, so the same
+# values) as a list ``pat`` and one row of ``Cs`` per entry holding that entry for every column j;
+# coupled_solve multiplies with that list and solves all ns columns with the one LU as a matrix
+# right-hand side (nx, ns). Work per stage ~ (entries of the list + nonzeros of the LU) x ns, not
+# 2 nx^2 ns. ``Cs`` (nx^2, ns): rows [0, npat) the entries; ``pat`` (1 + 2 nx^2,) int64:
+# ``pat[0] = npat``, then (row, column) of each entry.
 
 
 @njit(types.void(jacs_fn, ivec, tens, tens, f8, vec, vec, vec, mat, mat, ivec),
@@ -153,22 +155,17 @@ def block_solve(W, piv, J, g):
 def coupling_columns(jacs, idx, WA, WB, t, z, p, c, J, Cs, pat):
     """``J = A`` (nx, nx) and the couplings ``C_j`` compressed into ``Cs``/``pat`` (see above).
 
-    The values are those of :func:`system_jac` (same increments, same order of summation):
-    ``C_j[i, k] = (B_k - B)[i, idx_j] / d_k + sum_q (A_k - A)[i, q] / d_k S[q, j]``; ``z[k]``
-    is perturbed in place and restored bit for bit.
+    ``z = (x, S)`` with ``S`` (nx, ns) row-major. The values are those of :func:`system_jac` (same
+    increments, same order of summation): ``C_j[i, k] = (B_k - B)[i, idx_j] / d_k + sum_q (A_k -
+    A)[i, q] / d_k S[q, j]``; ``z[k]`` is perturbed in place and restored bit for bit.
     """
     ns = idx.shape[0]
     nx = WA.shape[1]
-    nn = nx * nx
     x = z[:nx]
+    St = z[nx:].reshape((nx, ns))
     Am, Ak = WA[0], WA[1]
     Bm, Bk = WB[0], WB[1]
     jacs(t, x, p, c, Am, Bm)
-    St = Cs[nn:nn + nx]
-    for j in range(ns):
-        off = nx * (j + 1)
-        for i in range(nx):
-            St[i, j] = z[off + i]
     xmax = 0.0
     for i in range(nx):
         xmax = max(xmax, abs(x[i]))
@@ -210,28 +207,23 @@ def coupling_columns(jacs, idx, WA, WB, t, z, p, c, J, Cs, pat):
     pat[0] = npat
 
 
-@njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec, mat),
+@njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec),
       cache=True, _nrt=False, error_model="numpy")
-def coupled_rhs(rhs, jacs, idx, WA, WB, t, z, p, c, out, Cs):
-    """:func:`system_rhs` (same values, same order of summation) with ``A S_j + B[:, idx_j]`` for all
-    ``j`` formed on the transposed ``S`` in the scratch rows of ``Cs``; plain ``rhs`` without columns."""
+def coupled_rhs(rhs, jacs, idx, WA, WB, t, z, p, c, out):
+    """``out = (f, A S + B[:, idx])`` for ``z = (x, S)``, ``S`` (nx, ns) row-major (rows of ``S`` as
+    contiguous axpys; :func:`system_rhs`'s values in the other layout); plain ``rhs`` without columns."""
     ns = idx.shape[0]
     if ns == 0:
         rhs(t, z, p, c, out)
         return
     nx = WA.shape[1]
-    nn = nx * nx
     x = z[:nx]
     rhs(t, x, p, c, out[:nx])
     Am = WA[0]
     Bm = WB[0]
     jacs(t, x, p, c, Am, Bm)
-    St = Cs[nn:nn + nx]
-    Ot = Cs[nn + nx:nn + 2 * nx]
-    for j in range(ns):
-        off = nx * (j + 1)
-        for i in range(nx):
-            St[i, j] = z[off + i]
+    St = z[nx:].reshape((nx, ns))
+    Ot = out[nx:].reshape((nx, ns))
     for i in range(nx):
         oi = Ot[i]
         bi = Bm[i]
@@ -243,19 +235,15 @@ def coupled_rhs(rhs, jacs, idx, WA, WB, t, z, p, c, out, Cs):
                 sq = St[q]
                 for j in range(ns):
                     oi[j] += a * sq[j]
-    for j in range(ns):
-        off = nx * (j + 1)
-        for i in range(nx):
-            out[off + i] = Ot[i, j]
 
 
 @njit(types.void(mat, ivec, mat, ivec, vec), cache=True, _nrt=False, error_model="numpy")
 def coupled_solve(W, piv, Cs, pat, g):
     """:func:`block_solve` with the compressed couplings of :func:`coupling_columns`, in place.
 
-    ``W k_0 = g_0``, then ``W (k_0 .. k_ns-1) = (g_j + C_j k_0)_j`` as one matrix right-hand side
-    (nx, ns) (:func:`pbsens.kernels.lu.lu_solve_mat`, which skips the zeros of the LU). With no
-    sensitivity columns (``g`` of length nx) just the one solve.
+    ``g = (g_0, G)``, ``G`` (nx, ns) row-major: ``W k_0 = g_0``, then ``W K = G + (C_j k_0)_j`` with
+    ``K`` (nx, ns) as one matrix right-hand side (:func:`pbsens.kernels.lu.lu_solve_mat`, which skips the
+    zeros of the LU). With no sensitivity columns (``g`` of length nx) just the one solve.
     """
     nx = W.shape[0]
     ns = g.shape[0] // nx - 1
@@ -263,12 +251,7 @@ def coupled_solve(W, piv, Cs, pat, g):
     lu_solve_vec(W, piv, k0)
     if ns == 0:
         return
-    nn = nx * nx
-    G = Cs[nn:nn + nx]
-    for j in range(ns):
-        off = nx * (j + 1)
-        for i in range(nx):
-            G[i, j] = g[off + i]
+    G = g[nx:].reshape((nx, ns))
     for e in range(pat[0]):
         v = k0[pat[2 + 2 * e]]
         if v != 0.0:
@@ -277,10 +260,6 @@ def coupled_solve(W, piv, Cs, pat, g):
             for j in range(ns):
                 gi[j] += v * row[j]
     lu_solve_mat(W, piv, G)
-    for j in range(ns):
-        off = nx * (j + 1)
-        for i in range(nx):
-            g[off + i] = G[i, j]
 
 
 #: int32 index arrays (scipy.sparse's CSC indices)

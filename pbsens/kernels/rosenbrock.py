@@ -190,7 +190,7 @@ def _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_room, x, autonomous, f
     Returns whether ``f0`` and ``J`` are finite.
     """
     nx = x.shape[0]
-    _rhs(rhs, jacs, idx, WA, WB, t_lo, x, p, c, f0, Cs)
+    _rhs(rhs, jacs, idx, WA, WB, t_lo, x, p, c, f0)
     if idx.shape[0] == 0:
         _system_jac(jac, jacs, idx, WA, WB, t_lo, x, p, c, J)
     else:
@@ -206,7 +206,7 @@ def _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_room, x, autonomous, f
         if delt > 0.5 * t_room:
             delt = 0.5 * t_room
         if delt > 0.0:
-            _rhs(rhs, jacs, idx, WA, WB, t_lo + delt, x, p, c, dT, Cs)
+            _rhs(rhs, jacs, idx, WA, WB, t_lo + delt, x, p, c, dT)
             counts[N_RHS] += 1
             for i in range(nx):
                 dT[i] = (dT[i] - f0[i]) / delt
@@ -256,7 +256,7 @@ def _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomou
                 ts = t_lo
             if ts > t_hi:
                 ts = t_hi
-            _rhs(rhs, jacs, idx, WA, WB, ts, u, p, c, g, Cs)
+            _rhs(rhs, jacs, idx, WA, WB, ts, u, p, c, g)
             counts[N_RHS] += 1
             for j in range(s):
                 cc = C[s, j] / h
@@ -337,7 +337,7 @@ def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_st
                 h0 = min(h0, t_stop - t)
                 for i in range(nx):
                     u[i] = x[i] + h0 * f0[i]
-                _rhs(rhs, jacs, idx, WA, WB, t_lo + h0, u, p, c, g, Cs)
+                _rhs(rhs, jacs, idx, WA, WB, t_lo + h0, u, p, c, g)
                 counts[N_RHS] += 1
                 for i in range(nx):
                     g[i] -= f0[i]
@@ -451,7 +451,7 @@ def _workspace(nx, nx_model):
     columns), the stages K, and u, f0, dT, g."""
     ns = nx // nx_model - 1
     nn = nx_model * nx_model
-    Cs = np.empty((nn + 2 * nx_model, ns)) if ns > 0 else np.empty((0, 0))
+    Cs = np.empty((nn, ns)) if ns > 0 else np.empty((0, 0))
     pat = np.zeros(1 + 2 * nn if ns > 0 else 1, dtype=np.int64)
     return (np.empty((nx_model, nx_model)), np.empty((nx_model, nx_model)), np.empty(nx_model, dtype=np.int64),
             Cs, pat, np.empty((S, nx)), np.empty(nx), np.empty(nx), np.zeros(nx), np.empty(nx))
@@ -567,19 +567,21 @@ def rodas5p_solve(fn_addr, t0, x0, p, c, rtol, atol, stops, first_step, max_step
       cache=True)
 def rodas5p_solve_sensitivities(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, first_step, max_step, max_steps,
                                 autonomous, capacity, counts, info):
-    """Forward sensitivities: Rodas5P on the augmented system ``z = (x, S[:, 0], ..., S[:, ns-1])``.
+    """Forward sensitivities: Rodas5P on the augmented system ``z = (x, S)``, ``S`` (nx, ns) row-major.
 
-    ``z' = (f, A S_j + B[:, idx_j])`` (see :func:`pbsens.kernels.augmented.system_rhs`), one ``nx x nx``
-    LU of ``I/(h gamma) - A`` per step and block forward substitution in each
-    stage (:func:`pbsens.kernels.augmented.block_solve`); never the ``nx (ns+1)`` square. Error
-    control, dense output and stops as in :func:`rodas5p_solve`, on all of
-    ``z`` (``rtol``, ``atol`` of length ``nx (ns+1)``).
+    ``z[nx + i ns + j] = S[i, j]`` (the transpose of :func:`pbsens.kernels.augmented.system_rhs`'s
+    layout); ``z' = (f, A S + B[:, idx])`` (:func:`pbsens.kernels.augmented.coupled_rhs`), one
+    ``nx x nx`` LU of ``I/(h gamma) - A`` per step and block forward substitution in each stage with
+    the couplings kept as their nonzero entries (:func:`pbsens.kernels.augmented.coupled_solve`);
+    never the ``nx (ns+1)`` square. Error control, dense output and stops as in
+    :func:`rodas5p_solve`, on all of ``z`` (``rtol``, ``atol`` of length ``nx (ns+1)``, same layout).
 
     Parameters as :func:`rodas5p_solve`, except: ``fn_addr`` (6,) also holds the
     addresses of the model's ``jacs_into(t, x, p, c, A, B)`` (slots 4, 5);
     ``z0`` the initial augmented state; ``idx`` (ns,) the model parameter
     indices of the sensitivity columns (at least one). ``counts[N_SOLVE]``
-    counts ``nx x nx`` triangular solve pairs (``ns + 1`` per stage).
+    counts ``nx x nx`` triangular solves with one right-hand side (``ns + 1`` per stage; the
+    ``ns`` are done as one matrix right-hand side).
     """
     rhs = vector_fn_at(fn_addr[0], fn_addr[1])
     jac = matrix_fn_at(fn_addr[2], fn_addr[3])
