@@ -55,6 +55,122 @@ def test_block_solve_matches_dense_solve():
     assert np.allclose(k, np.linalg.solve(M, g), rtol=1e-12, atol=1e-12)
 
 
+def _compressed(C, nx, ns):
+    """``Cs``/``pat`` scratch of :func:`pbsens.kernels.augmented.coupled_solve` holding the nonzero ``(i, k)`` of ``C``."""
+    Cs = np.full((nx * nx, ns), np.nan)                # untouched rows stay NaN: a read of them would show
+    pat = np.zeros(1 + 2 * nx * nx, dtype=np.int64)
+    e = 0
+    for k in range(nx):
+        for i in range(nx):
+            if np.any(C[:, i, k] != 0.0):
+                Cs[e] = C[:, i, k]
+                pat[1 + 2 * e], pat[2 + 2 * e] = i, k
+                e += 1
+    pat[0] = e
+    return Cs, pat
+
+
+@pytest.mark.parametrize("ns", [1, 4])
+def test_coupled_solve_matches_dense_solve(ns):
+    """The stage solve with compressed couplings and a matrix right-hand side against numpy's dense
+    solve of the whole ``nx (ns+1)`` block lower-triangular system, sparse ``A`` and ``C_j`` (the dense
+    system in the column layout ``(x, S[:, 0], ...)``, the kernel's ``(x, S)`` with ``S`` row-major)."""
+    from pbsens.kernels.augmented import coupled_solve
+    from pbsens.kernels.lu import lu_factor
+    rng = np.random.default_rng(5)
+    nx, fac = 6, 3.0
+    A = rng.normal(size=(nx, nx)) * (rng.random((nx, nx)) < 0.4)
+    C = rng.normal(size=(ns, nx, nx)) * (rng.random((nx, nx)) < 0.3)   # one pattern, zero in places
+    C[:, 1, 2] = 0.0
+    C[-1, 1, 2] = 1.5                                  # an entry that is zero in the other columns
+    full = np.zeros(((ns + 1) * nx, (ns + 1) * nx))
+    for j in range(ns + 1):
+        full[j * nx:(j + 1) * nx, j * nx:(j + 1) * nx] = A
+        if j:
+            full[j * nx:(j + 1) * nx, :nx] = C[j - 1]
+    M = np.eye(full.shape[0]) * fac - full
+    g = rng.normal(size=full.shape[0])
+    W = np.ascontiguousarray(np.eye(nx) * fac - A)
+    piv = np.empty(nx, dtype=np.int64)
+    assert lu_factor(W, piv) == 0
+    Cs, pat = _compressed(C, nx, ns)
+    assert 0 < pat[0] < nx * nx
+    perm = np.concatenate([np.arange(nx), nx + np.arange(nx * ns).reshape(ns, nx).T.ravel()])
+    k = g[perm]
+    coupled_solve(W, piv, Cs, pat, k)
+    assert np.allclose(k, np.linalg.solve(M, g)[perm], rtol=1e-12, atol=1e-12)
+
+
+def test_coupling_columns_match_central_differences(pka):
+    """``C_j = d(A S_j + B[:, idx_j])/dx`` from :func:`pbsens.kernels.augmented.coupling_columns` against
+    central differences (numpy, the model's exact Jacobians at x +- h e_k) of ``A S_j + B_j``, and the list
+    of entries covers every nonzero of them."""
+    from pbsens.kernels.augmented import coupling_columns
+    m = pka
+    nx, npar = m.n_states, m.n_params
+    rng = np.random.default_rng(2)
+    idx = np.array([0, npar // 2, npar - 1], dtype=np.int64)
+    ns = idx.size
+    p, c = m.p.copy(), m.constants
+    x = m.initial_state(p) + rng.random(nx)            # away from zero: more entries of A are nonzero
+    S = rng.normal(size=(nx, ns))
+    z = np.concatenate([x, S.ravel()])                 # S row-major
+    J = np.empty((nx, nx))
+    Cs = np.empty((nx * nx, ns))
+    pat = np.zeros(1 + 2 * nx * nx, dtype=np.int64)
+    WA, WB = np.empty((2, nx, nx)), np.empty((2, nx, npar))
+    z_in = z.copy()
+    coupling_columns(m.fns.jacs_into, idx, WA, WB, 0.0, z, p, c, J, Cs, pat)
+    assert np.array_equal(z, z_in)                     # perturbed and restored bit for bit
+
+    def lin(xv):
+        A_, B_ = np.empty((nx, nx)), np.empty((nx, npar))
+        m.fns.jacs_into(0.0, xv, p, c, A_, B_)
+        return A_, A_ @ S + B_[:, idx]
+
+    A0, _ = lin(x)
+    assert np.allclose(J, A0, rtol=0, atol=0)
+    C_ref = np.empty((ns, nx, nx))
+    for k in range(nx):
+        h = 1e-5 * max(abs(x[k]), 1e-3)
+        xp, xm = x.copy(), x.copy()
+        xp[k] += h
+        xm[k] -= h
+        C_ref[:, :, k] = ((lin(xp)[1] - lin(xm)[1]) / (xp[k] - xm[k])).T
+    C = np.zeros((ns, nx, nx))
+    for e in range(pat[0]):
+        C[:, pat[1 + 2 * e], pat[2 + 2 * e]] = Cs[e]
+    assert np.abs(C_ref).max() > 0
+    assert np.abs(C - C_ref).max() <= 1e-6 * np.abs(C_ref).max()
+    assert not np.any((C_ref != 0.0) & (C == 0.0) & (np.abs(C_ref) > 1e-9 * np.abs(C_ref).max()))
+
+
+def test_coupled_rhs_matches_numpy(pka):
+    """``(f, A S_j + B[:, idx_j])`` from :func:`pbsens.kernels.augmented.coupled_rhs` against numpy products
+    of the model's Jacobians; without columns it is the plain right-hand side."""
+    from pbsens.kernels.augmented import coupled_rhs
+    m = pka
+    nx, npar = m.n_states, m.n_params
+    rng = np.random.default_rng(4)
+    idx = np.array([npar - 1, 0, 2], dtype=np.int64)
+    p, c = m.p.copy(), m.constants
+    x = m.initial_state(p) + rng.random(nx)
+    S = rng.normal(size=(nx, idx.size))
+    z = np.concatenate([x, S.ravel()])                 # S row-major
+    out = np.empty(z.size)
+    coupled_rhs(m.fns.rhs_into, m.fns.jacs_into, idx, np.empty((2, nx, nx)), np.empty((2, nx, npar)), 0.3, z, p, c,
+                out)
+    f, A, B = np.empty(nx), np.empty((nx, nx)), np.empty((nx, npar))
+    m.fns.rhs_into(0.3, x, p, c, f)
+    m.fns.jacs_into(0.3, x, p, c, A, B)
+    ref = np.concatenate([f, (A @ S + B[:, idx]).ravel()])
+    assert np.allclose(out, ref, rtol=1e-13, atol=1e-13 * np.abs(ref).max())
+    plain = np.empty(nx)
+    coupled_rhs(m.fns.rhs_into, m.fns.jacs_into, np.empty(0, dtype=np.int64), np.empty((2, 0, 0)),
+                np.empty((2, 0, 0)), 0.3, x.copy(), p, c, plain)
+    assert np.array_equal(plain, f)
+
+
 # ----------------------------------------------------------------- analytic references
 
 @pytest.mark.parametrize("rtol", [1e-6, 1e-9])

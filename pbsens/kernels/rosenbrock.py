@@ -64,9 +64,10 @@ import math
 import numpy as np
 from numba import njit, types
 
-from .augmented import block_solve as _block_solve
+from .augmented import coupled_rhs as _rhs
+from .augmented import coupled_solve as _coupled_solve
+from .augmented import coupling_columns as _coupling_columns
 from .augmented import system_jac as _system_jac
-from .augmented import system_rhs as _system_rhs
 from .checks import all_finite as _finite
 from .function_address import jacs_fn_at, matrix_fn_at, vector_fn_at
 from .lu import lu_factor
@@ -175,18 +176,27 @@ def _finite_mat(M):
     return bad == 0
 
 
-@njit(types.boolean(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, f8, f8, vec, i8, vec, mat, vec, ivec),
+@njit(types.boolean(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, f8, f8, vec, i8, vec, mat, mat, ivec,
+                    vec, ivec),
       cache=True, _nrt=False, error_model="numpy")
-def _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_room, x, autonomous, f0, J, dT, counts):
+def _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_room, x, autonomous, f0, J, Cs, pat, dT, counts):
     """``f0 = f(t_lo, x)``, ``J = df/dx`` and (non-autonomous) ``dT = df/dt`` at the step's start.
+
+    With sensitivity columns ``J = A`` and the couplings go to ``Cs``/``pat``
+    (:func:`pbsens.kernels.augmented.coupling_columns`).
 
     ``dT`` by a forward difference with increment ``sqrt(eps max(1e-5, |t|))``
     (rodas.f), at most half of ``t_room`` (the distance to the next stop).
     Returns whether ``f0`` and ``J`` are finite.
     """
     nx = x.shape[0]
-    _system_rhs(rhs, jacs, idx, WA, WB, t_lo, x, p, c, f0)
-    _system_jac(jac, jacs, idx, WA, WB, t_lo, x, p, c, J)
+    _rhs(rhs, jacs, idx, WA, WB, t_lo, x, p, c, f0)
+    if idx.shape[0] == 0:
+        _system_jac(jac, jacs, idx, WA, WB, t_lo, x, p, c, J)
+    else:
+        _coupling_columns(jacs, idx, WA, WB, t_lo, x, p, c, J, Cs, pat)
+        if not _finite_mat(Cs[:pat[0]]):
+            return False
     counts[N_RHS] += 1
     counts[N_JAC] += 1
     if not (_finite(f0) and _finite_mat(J)):
@@ -196,7 +206,7 @@ def _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_room, x, autonomous, f
         if delt > 0.5 * t_room:
             delt = 0.5 * t_room
         if delt > 0.0:
-            _system_rhs(rhs, jacs, idx, WA, WB, t_lo + delt, x, p, c, dT)
+            _rhs(rhs, jacs, idx, WA, WB, t_lo + delt, x, p, c, dT)
             counts[N_RHS] += 1
             for i in range(nx):
                 dT[i] = (dT[i] - f0[i]) / delt
@@ -220,9 +230,10 @@ def _factor(J, h, W, piv, counts):
 
 
 @njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, vec, vec, f8, f8, f8, f8, vec, vec, vec, i8, mat, ivec, mat,
-                 mat, vec, vec, vec, ivec),
+                 ivec, mat, vec, vec, vec, ivec),
       cache=True, _nrt=False, error_model="numpy")
-def _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, J, K, u, g, xn, counts):
+def _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, Cs, pat, K, u, g, xn,
+            counts):
     """The eight stages of one step with the factorised ``W``; ``xn = x_n+1``, ``K[7]`` the error estimate.
 
     Stage times are clipped to ``[t_lo, t_hi]`` (the sides of adjacent stops).
@@ -245,7 +256,7 @@ def _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomou
                 ts = t_lo
             if ts > t_hi:
                 ts = t_hi
-            _system_rhs(rhs, jacs, idx, WA, WB, ts, u, p, c, g)
+            _rhs(rhs, jacs, idx, WA, WB, ts, u, p, c, g)
             counts[N_RHS] += 1
             for j in range(s):
                 cc = C[s, j] / h
@@ -256,7 +267,7 @@ def _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomou
             if hd != 0.0:
                 for i in range(nx):
                     g[i] += hd * dT[i]
-        _block_solve(W, piv, J, g)
+        _coupled_solve(W, piv, Cs, pat, g)
         counts[N_SOLVE] += idx.shape[0] + 1
         for i in range(nx):
             K[s, i] = g[i]
@@ -278,10 +289,10 @@ def _dense_coefficients(K, Dk):
 
 
 @njit(i8(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, vec, vec, vec, f8, i8, i8, vec, mat, tens, vec,
-         ivec, ivec, vec, vec, mat, mat, ivec, mat, vec, vec, vec, vec),
+         ivec, ivec, vec, vec, mat, mat, ivec, mat, ivec, mat, vec, vec, vec, vec),
       cache=True, _nrt=False, error_model="numpy")
 def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
-          T, X, Dn, Hf, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g):
+          T, X, Dn, Hf, counts, ist, fst, info, W, J, piv, Cs, pat, K, u, f0, dT, g):
     """The step loop; resumes from ``ist``/``fst`` and the last stored grid point.
 
     Returns a status code; ``_STATUS_FULL`` when the buffers ``T``, ``X``,
@@ -310,8 +321,8 @@ def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_st
         # after a stop, the right-hand side is evaluated from its right side on
         t_lo = np.nextafter(t, np.inf) if after_stop else t
         if need_jac:
-            if not _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_stop - t_lo, x, autonomous, f0, J, dT,
-                              counts):
+            if not _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_stop - t_lo, x, autonomous, f0, J, Cs,
+                              pat, dT, counts):
                 status = STATUS_NOT_FINITE
                 info[0] = t
                 info[1] = h
@@ -326,7 +337,7 @@ def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_st
                 h0 = min(h0, t_stop - t)
                 for i in range(nx):
                     u[i] = x[i] + h0 * f0[i]
-                _system_rhs(rhs, jacs, idx, WA, WB, t_lo + h0, u, p, c, g)
+                _rhs(rhs, jacs, idx, WA, WB, t_lo + h0, u, p, c, g)
                 counts[N_RHS] += 1
                 for i in range(nx):
                     g[i] -= f0[i]
@@ -370,8 +381,8 @@ def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_st
             continue
         n_singular = 0
         xn = X[n + 1]
-        _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, J, K, u, g, xn,
-                counts)
+        _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, Cs, pat, K, u, g,
+                xn, counts)
         err = _rms(K[S - 1], x, xn, rtol, atol)
         if not (err <= 1e300 and _finite(xn)):
             # NaN/inf in the trial step: shrink hard and retry (not an accepted state)
@@ -435,9 +446,15 @@ def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_st
 @njit(cache=True)
 def _workspace(nx, nx_model):
     """The step's arrays, allocated once per solve: iteration matrix W (nx_model^2; the
-    sensitivity columns reuse its LU), Jacobian J, pivots, the stages K, and u, f0, dT, g."""
-    return (np.empty((nx_model, nx_model)), np.empty((nx, nx_model)), np.empty(nx_model, dtype=np.int64),
-            np.empty((S, nx)), np.empty(nx), np.empty(nx), np.zeros(nx), np.empty(nx))
+    sensitivity columns reuse its LU), Jacobian J (nx_model^2), pivots, the compressed couplings
+    ``Cs``, ``pat`` (:func:`pbsens.kernels.augmented.coupling_columns`; empty without sensitivity
+    columns), the stages K, and u, f0, dT, g."""
+    ns = nx // nx_model - 1
+    nn = nx_model * nx_model
+    Cs = np.empty((nn, ns)) if ns > 0 else np.empty((0, 0))
+    pat = np.zeros(1 + 2 * nn if ns > 0 else 1, dtype=np.int64)
+    return (np.empty((nx_model, nx_model)), np.empty((nx_model, nx_model)), np.empty(nx_model, dtype=np.int64),
+            Cs, pat, np.empty((S, nx)), np.empty(nx), np.empty(nx), np.zeros(nx), np.empty(nx))
 
 
 @njit(cache=True)
@@ -471,10 +488,10 @@ def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops,
     nx = x0.shape[0]
     cap = max(capacity, 1)
     T, X, Dn, Hf, ist, fst = _start(t0, x0, cap, first_step, counts, info)
-    W, J, piv, K, u, f0, dT, g = _workspace(nx, nx_model)
+    W, J, piv, Cs, pat, K, u, f0, dT, g = _workspace(nx, nx_model)
     while True:
         status = _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
-                       T, X, Dn, Hf, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g)
+                       T, X, Dn, Hf, counts, ist, fst, info, W, J, piv, Cs, pat, K, u, f0, dT, g)
         if status != _STATUS_FULL:
             break
         cap2 = 2 * cap
@@ -550,19 +567,21 @@ def rodas5p_solve(fn_addr, t0, x0, p, c, rtol, atol, stops, first_step, max_step
       cache=True)
 def rodas5p_solve_sensitivities(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, first_step, max_step, max_steps,
                                 autonomous, capacity, counts, info):
-    """Forward sensitivities: Rodas5P on the augmented system ``z = (x, S[:, 0], ..., S[:, ns-1])``.
+    """Forward sensitivities: Rodas5P on the augmented system ``z = (x, S)``, ``S`` (nx, ns) row-major.
 
-    ``z' = (f, A S_j + B[:, idx_j])`` (see :func:`pbsens.kernels.augmented.system_rhs`), one ``nx x nx``
-    LU of ``I/(h gamma) - A`` per step and block forward substitution in each
-    stage (:func:`pbsens.kernels.augmented.block_solve`); never the ``nx (ns+1)`` square. Error
-    control, dense output and stops as in :func:`rodas5p_solve`, on all of
-    ``z`` (``rtol``, ``atol`` of length ``nx (ns+1)``).
+    ``z[nx + i ns + j] = S[i, j]`` (the transpose of :func:`pbsens.kernels.augmented.system_rhs`'s
+    layout); ``z' = (f, A S + B[:, idx])`` (:func:`pbsens.kernels.augmented.coupled_rhs`), one
+    ``nx x nx`` LU of ``I/(h gamma) - A`` per step and block forward substitution in each stage with
+    the couplings kept as their nonzero entries (:func:`pbsens.kernels.augmented.coupled_solve`);
+    never the ``nx (ns+1)`` square. Error control, dense output and stops as in
+    :func:`rodas5p_solve`, on all of ``z`` (``rtol``, ``atol`` of length ``nx (ns+1)``, same layout).
 
     Parameters as :func:`rodas5p_solve`, except: ``fn_addr`` (6,) also holds the
     addresses of the model's ``jacs_into(t, x, p, c, A, B)`` (slots 4, 5);
     ``z0`` the initial augmented state; ``idx`` (ns,) the model parameter
     indices of the sensitivity columns (at least one). ``counts[N_SOLVE]``
-    counts ``nx x nx`` triangular solve pairs (``ns + 1`` per stage).
+    counts ``nx x nx`` triangular solves with one right-hand side (``ns + 1`` per stage; the
+    ``ns`` are done as one matrix right-hand side).
     """
     rhs = vector_fn_at(fn_addr[0], fn_addr[1])
     jac = matrix_fn_at(fn_addr[2], fn_addr[3])
@@ -590,15 +609,16 @@ def rodas5p_step(fn_addr, t, x, p, c, h, autonomous, x_new, err, Dk):
     jac = matrix_fn_at(fn_addr[2], fn_addr[3])
     nx = x.shape[0]
     counts = np.zeros(6, dtype=np.int64)
-    W, J, piv, K, u, f0, dT, g = _workspace(nx, nx)
+    W, J, piv, Cs, pat, K, u, f0, dT, g = _workspace(nx, nx)
     idx = np.empty(0, dtype=np.int64)
     WA = np.empty((2, 0, 0))
     jacs = jacs_fn_at(0, 0)            # never called: no sensitivity columns
-    if not _linearise(rhs, jac, jacs, idx, WA, WA, p, c, t, np.inf, x, autonomous, f0, J, dT, counts):
+    if not _linearise(rhs, jac, jacs, idx, WA, WA, p, c, t, np.inf, x, autonomous, f0, J, Cs, pat, dT, counts):
         return False
     if not _factor(J, h, W, piv, counts):
         return False
-    _stages(rhs, jacs, idx, WA, WA, p, c, t, h, t, np.inf, x, f0, dT, autonomous, W, piv, J, K, u, g, x_new, counts)
+    _stages(rhs, jacs, idx, WA, WA, p, c, t, h, t, np.inf, x, f0, dT, autonomous, W, piv, Cs, pat, K, u, g, x_new,
+            counts)
     for i in range(nx):
         err[i] = K[S - 1, i]
     _dense_coefficients(K, Dk)
@@ -625,11 +645,11 @@ def rodas5p_sensitivities_at(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, firs
     WA, WB = np.empty((2, nx, nx)), np.empty((2, nx, p.shape[0]))
     T, Z, Dn, Hf, ist, fst = _start(t0, z0, max(capacity, 1), first_step, counts, info)
     out = np.empty((te.shape[0], nz))
-    W, J, piv, K, u, f0, dT, g = _workspace(nz, nx)
+    W, J, piv, Cs, pat, K, u, f0, dT, g = _workspace(nz, nx)
     k = 0
     while True:
         status = _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
-                       T, Z, Dn, Hf, counts, ist, fst, info, W, J, piv, K, u, f0, dT, g)
+                       T, Z, Dn, Hf, counts, ist, fst, info, W, J, piv, Cs, pat, K, u, f0, dT, g)
         n = ist[_I_N]
         k = outputs_upto(T, Z, Dn, n, te, k, out)
         if status != _STATUS_FULL:

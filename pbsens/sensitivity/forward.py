@@ -247,7 +247,8 @@ _OUTPUT_BUFFER_DOUBLES = 4_000_000
 def _solve_rodas5p(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobian, options):
     """The augmented system on pbsens's compiled Rodas5P -> ``(t, Z, stats)``; an entry of :data:`_AUGMENTED_SOLVERS`.
 
-    One compiled call (:func:`pbsens.kernels.rosenbrock.rodas5p_solve_sensitivities`):
+    One compiled call (:func:`pbsens.kernels.rosenbrock.rodas5p_solve_sensitivities`, ``S`` row-major
+    inside: ``z0``, ``atol`` and the result are permuted in and out here):
     one ``nx x nx`` LU of ``I/(h gamma) - A`` per step, block forward
     substitution per stage, error control on ``x`` and ``S``; ``t_eval`` from
     the dense output, interpolated as the steps go (the step buffers are emptied when full, so
@@ -277,8 +278,13 @@ def _solve_rodas5p(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobi
     fn_addr, autonomous = _rodas_addresses(model)
     counts = np.zeros(6, dtype=np.int64)
     info = np.zeros(3)
-    args = (fn_addr, float(t0), np.ascontiguousarray(z0), p, model.constants, idx, np.full(z0.size, float(rtol)),
-            np.ascontiguousarray(atol, dtype=np.float64), stops, h0, hmax, int(max_steps), autonomous)
+    # the compiled solve keeps S row-major, z = (x, S (nx, ns)): columns of S one after the other here
+    nx, ns = model.n_states, idx.size
+    perm = np.concatenate([np.arange(nx), nx + np.arange(nx * ns).reshape(ns, nx).T.ravel()])
+    atol = np.broadcast_to(np.asarray(atol, dtype=np.float64), z0.shape)
+    args = (fn_addr, float(t0), np.ascontiguousarray(z0[perm]), p, model.constants, idx,
+            np.full(z0.size, float(rtol)), np.ascontiguousarray(atol[perm]), stops, h0, hmax, int(max_steps),
+            autonomous)
     if t_eval is not None:     # only the outputs: memory bounded by the buffer, not by the number of steps
         capacity = int(min(256, max(8, _OUTPUT_BUFFER_DOUBLES // (4 * z0.size))))
         T = t_eval
@@ -286,6 +292,9 @@ def _solve_rodas5p(model, p, idx, t_span, z0, t_eval, rtol, atol, method, jacobi
                                                np.ascontiguousarray(t_eval, dtype=np.float64))
     else:
         status, T, Z, _ = k.rodas5p_solve_sensitivities(*args, 256, counts, info)
+    back = np.empty_like(perm)
+    back[perm] = np.arange(perm.size)
+    Z = Z[:, back]
     if status != k.STATUS_OK:
         err = _fail(model, status, info[0], info[1], info[2] != 0.0, counts, max_steps)
         raise SolverError(str(err).replace("state solve", "forward sensitivities", 1))
@@ -579,7 +588,9 @@ def forward_sensitivities(model, t_span, t_eval=None, p=None, x0=None, S0=None, 
       and public scipy offers no way to hand BDF another linear solver.
       With ``method="rodas5p"`` it is the block form: ``W = I/(h gamma) - A``
       is factorised once per step (``nx x nx``) and each stage solves
-      ``W k_0 = r_0``, ``W k_j = r_j + C_j k_0``; the square is never formed.
+      ``W k_0 = r_0``, ``W k_j = r_j + C_j k_0``; the square is never formed,
+      the ``C_j`` are kept as their nonzero entries and the ``ns`` columns are
+      solved together as one matrix right-hand side (METHOD.md section 6).
     * ``"block-diagonal"``: ``C_j = 0``, the simultaneous-corrector
       approximation of CVODES, as a block-diagonal CSC matrix. With scipy's
       Newton convergence test this stalls on stiff models with large
