@@ -12,8 +12,8 @@ action, plain               the transposed action ``z = P(h W^T) [lambda; 0; 0]`
                             polynomial ``P`` (:func:`taction`): ``lambda_k = z_y = E^T lambda``,
                             ``B_k^T (F1^T lambda - F2^T lambda / h) + B_k+1^T (F2^T lambda / h)``
 action, midpoint            two half steps and the whole step, ``S_k+1 = (4 S_half - S_whole)/3``,
-                            transposed: ``4 lambda / 3`` back through the half steps, ``-lambda / 3``
-                            through the whole step
+                            transposed: ``4 lambda / 3`` back through the half steps (their plans for
+                            one vector), ``-lambda / 3`` through the whole step
 dense, plain                ``[E | G1 | G2]^T lambda``
 dense, midpoint             the transpose of the midpoint correction (:func:`.adjoint._corrected_transpose`'s
                             formulas, with ``D = A_k+1 - A_k`` and ``Dm = A_m - Abar`` as CSR products)
@@ -191,6 +191,35 @@ def _dense_vectors(M, chain, h, lam, VV, VL):
         VV[V_FC, i] = VL[3 * n + i] * hinv * hinv if chain >= 3 else 0.0
 
 
+@njit(f8(ivec, ivec, vec, ivec, ivec, vec, vec, types.boolean, f8, i8, vec), cache=True, _nrt=False)
+def _ms_upper(Ap, Ai, Ause, Rp, Ri, B0, Dd, has_d, h, np_, colsum):
+    """An upper bound of ``m s`` of :func:`pbsens.kernels.expmv.expmv_plan` for ``np_`` columns, without
+    its norm estimates: every ``d_q`` there is at most ``||P|| + ||Q|| + ||N||`` of the shifted, scaled
+    ``hW`` (each term of its bound is one of the multinomial expansion's), and so is ``||hW||_1``; the
+    cheapest ``m ceil(alpha / theta_m)`` for that ``alpha`` bounds the plan's (inf: not finite)."""
+    n = Ap.shape[0] - 1
+    mu = expmv.csr_trace(Ap, Ai, Ause) / n
+    nA0 = expmv.csr_norm1_shifted(Ap, Ai, Ause, 0.0, colsum)
+    nA = expmv.csr_norm1_shifted(Ap, Ai, Ause, mu, colsum)
+    if not nA < nA0:
+        mu = 0.0
+        nA = nA0
+    nB = expmv.csr_norm1_rect(Rp, Ri, B0, colsum[:np_])
+    nD = expmv.csr_norm1_rect(Rp, Ri, Dd, colsum[:np_]) if has_d else 0.0
+    nF = max(nB, nD)
+    target = max(nA, 1.0 / h)
+    g = 1.0
+    if nF > target:
+        g = 2.0 ** math.ceil(math.log2(nF / target))
+    total = 1.01 * (h * nA + h * nF / g + h * abs(mu) + (1.0 if has_d else 0.0))
+    if not total < np.inf:
+        return np.inf
+    best = np.inf
+    for i in range(expmv.THETA_M.shape[0]):
+        best = min(best, expmv.THETA_M[i] * math.ceil(total / expmv.THETA[i]))
+    return best
+
+
 # The arguments of the loop after the scalars, grouped into tuples (as sparse_march's _loop).
 #: ``(Ap, Ai, Bp, Bi, Rp, Ri, Rsel, tpos)``: the CSR patterns (``R*``: ``B``'s marched columns).
 _PATTERNS = types.UniTuple(ivec, 8)
@@ -261,12 +290,6 @@ def _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, nx, dense_max, tpos, chain
     return 0
 
 
-@njit(types.void(mat, i8, f8), cache=True, _nrt=False)
-def _scale_into(VV, row, alpha):
-    for i in range(VV.shape[1]):
-        VV[row, i] *= alpha
-
-
 @njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, mat, i8, i8, i8, _PATTERNS,
          types.Tuple((mat, ivec)), _JAC_WORK, _VEC_WORK, _DENSE_WORK, vec, ivec), cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max, np_fwd, patterns, midpoints,
@@ -324,8 +347,26 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
             wlo[i] = 0.0
             whi[i] = 0.0
             wmid[i] = 0.0
-        use_dense, mu, gsc, m, s = choose_step(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_fwd, dense_max, tpos,
-                                               TT, dwork)
+        # the forward's branch (choose_step), without its plan's norm estimates where the action is sure: the
+        # dense step's cost is above the action's for an upper bound of its m s; the action's polynomial is
+        # then one planned for one vector (estimates for np columns cost O(nnz(A)) per power; the same
+        # numbers to rounding)
+        sure = dense_max < nx
+        if not sure:
+            nrm = h * expmv.csr_norm1_shifted(Ap, Ai, Ause, 0.0, TT[0])
+            sd = 0.0
+            if nrm > _DENSE_THETA:
+                sd = math.ceil(math.log2(nrm / _DENSE_THETA))
+            cost_dense = (7.0 + 3.0 * sd) * nx ** 3 + 3.0 * nx * nx * np_fwd
+            if nrm < np.inf:
+                ub = _ms_upper(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_fwd, TT[0])
+                sure = cost_dense >= SPARSE_WEIGHT * ub * (Ai.shape[0] + 2.0 * nx) * np_fwd
+        if sure:
+            use_dense = False
+            mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, 1, TT, dwork)
+        else:
+            use_dense, mu, gsc, m, s = choose_step(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_fwd, dense_max,
+                                                   tpos, TT, dwork)
         if s == 0:
             return k
         chain = 2 if second else 1
@@ -347,12 +388,14 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
                 x3[i] = VV[V_FY, i]                       # lambda_k's part from the whole step
                 wlo[i] = VV[V_FA, i] - VV[V_FB, i]
                 whi[i] = VV[V_FB, i]
-            # second half: from (A_m, B_m) to (A_k+1, B_k+1) over h/2
+            # second half: from (A_m, B_m) to (A_k+1, B_k+1) over h/2, with a plan for one vector (the
+            # forward's, for np columns, may estimate ||(hW)^p|| where one vector need not: O(nnz(A)) per
+            # power and estimate, more than the transposed action itself; the same numbers to rounding)
             for q in range(Ah.shape[0]):
                 Ah[q] = 0.5 * (Am[q] + A1[q])
             for q in range(Dh.shape[0]):
                 Dh[q] = B1[q] - Bm[q]
-            mu2, _, m2, s2 = expmv.expmv_plan(Ap, Ai, Ah, Rp, Ri, Bm, Dh, True, 0.5 * h, np_fwd, TT, dwork)
+            mu2, _, m2, s2 = expmv.expmv_plan(Ap, Ai, Ah, Rp, Ri, Bm, Dh, True, 0.5 * h, 1, TT, dwork)
             if s2 == 0:
                 return k
             stats[AS_TERMS] += taction(Ap, Ai, Ah, mu2, 0.5 * h, m2, s2, 2, x2, VV)
@@ -365,7 +408,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
                 Ah[q] = 0.5 * (A0[q] + Am[q])
             for q in range(Dh.shape[0]):
                 Dh[q] = Bm[q] - B0[q]
-            mu1, _, m1, s1 = expmv.expmv_plan(Ap, Ai, Ah, Rp, Ri, B0, Dh, True, 0.5 * h, np_fwd, TT, dwork)
+            mu1, _, m1, s1 = expmv.expmv_plan(Ap, Ai, Ah, Rp, Ri, B0, Dh, True, 0.5 * h, 1, TT, dwork)
             if s1 == 0:
                 return k
             stats[AS_TERMS] += taction(Ap, Ai, Ah, mu1, 0.5 * h, m1, s1, 2, x2, VV)
