@@ -8,6 +8,8 @@
   output times merged from the dense output, a user ``S0``, sub-steps, exp2's midpoint
   correction); on Boehm through ``Problem.evaluate(method="exp2-adjoint")``;
 * a nonlinear (Michaelis-Menten) model against central finite differences of ``J``;
+* the analytic, constant-forcing and finite-difference tests for the dense kernel and for the
+  sparse one (``linalg="sparse"``; also with every interval through the transposed action);
 * bad input raises PbsensError naming the argument.
 """
 import numpy as np
@@ -62,7 +64,18 @@ def _quadratic(x_out, data, W):
     return 0.5 * np.einsum("ki,ij,kj->", r, W, r), r @ W
 
 
-def test_linear_against_analytic_gradient(linear):
+@pytest.fixture(params=["dense", "sparse", "sparse-action"])
+def linalg(request, monkeypatch):
+    """The dense adjoint kernel; the sparse one (its dense-step and action intervals as the forward's
+    choice makes them); the sparse one with every interval through the transposed action."""
+    if request.param == "sparse-action":
+        from pbsens.sensitivity import sparse as sparse_path
+        monkeypatch.setattr(sparse_path, "DENSE_STEP_MAX_STATES", 0)
+        return "sparse"
+    return request.param
+
+
+def test_linear_against_analytic_gradient(linear, linalg):
     p = np.array(list(PAR.values()))
     t_out = np.array([0.0, 0.7, 2.0, 3.5, 5.0])
     data = np.array([[1.4, 0.1], [1.0, 0.4], [0.5, 0.5], [0.3, 0.4], [0.2, 0.3]])
@@ -77,7 +90,7 @@ def test_linear_against_analytic_gradient(linear):
         x, _ = _exact(p, t[:1])
         x = np.array([scipy.linalg.expm(tk * _A(p)) @ np.array([p[3], 0.0]) for tk in t])
         for method in errs:
-            g = adjoint_gradient(linear, (t, x), p, t_out, dJdx, method=method)
+            g = adjoint_gradient(linear, (t, x), p, t_out, dJdx, method=method, linalg=linalg)
             errs[method].append(np.max(np.abs(g - g_exact)) / np.max(np.abs(g_exact)))
     e1, e2 = np.array(errs["exp"]), np.array(errs["exp2"])
     order1 = np.log2(e1[:-1] / e1[1:])
@@ -87,7 +100,7 @@ def test_linear_against_analytic_gradient(linear):
     assert e2[-1] < 1e-4, e2
 
 
-def test_linear_constant_forcing_is_exact(tmp_path):
+def test_linear_constant_forcing_is_exact(tmp_path, linalg):
     """``x' = A x + u(p)`` with ``A`` fixed: ``A``, ``B`` constant, so the exponential step and its
     adjoint are exact on any grid; ``S`` analytic: ``S = int_0^t e^{sA} ds du/dp = t phi1(tA) du/dp``."""
     m = make_model(tmp_path, "adjforced", {"x1": 1.0, "x2": 0.5}, {"u1": 0.4, "u2": 0.9},
@@ -102,7 +115,7 @@ def test_linear_constant_forcing_is_exact(tmp_path):
         M = scipy.linalg.expm(tk * np.block([[A, np.eye(2)], [np.zeros((2, 2)), np.zeros((2, 2))]]))
         want += c @ (M[:2, 2:] @ dudp)
     for method in ("exp", "exp2"):
-        g = adjoint_gradient(m, tr, None, t_out, dJdx, method=method)
+        g = adjoint_gradient(m, tr, None, t_out, dJdx, method=method, linalg=linalg)
         np.testing.assert_allclose(g, want, rtol=1e-11, atol=0)
 
 
@@ -155,7 +168,7 @@ def test_lambda0_is_the_gradient_in_x0(pka_case):
 
 
 # ------------------------------------------------------------------ nonlinear model, finite differences
-def test_michaelis_menten_against_finite_differences(tmp_path):
+def test_michaelis_menten_against_finite_differences(tmp_path, linalg):
     m = make_model(tmp_path, "adjmm", {"s": "s0", "q": 0.0},
                    {"V": 1.3, "K": 0.6, "kin": 0.2, "d": 0.4, "s0": 2.0},
                    {"s": "-V*s/(K + s) + kin", "q": "V*s/(K + s) - d*q"})
@@ -180,15 +193,16 @@ def test_michaelis_menten_against_finite_differences(tmp_path):
                              dense_output=True)
     _, dJdx = _quadratic(tr.x[tr.eval_index], data, W)
     # exp2's own error on this grid: 7e-6 with 4 sub-steps, 1.7e-6 with 8 (order 2; against tight FS)
-    g = adjoint_gradient(m, tr, None, t_out, dJdx, method="exp2", substeps=8)
+    g = adjoint_gradient(m, tr, None, t_out, dJdx, method="exp2", substeps=8, linalg=linalg)
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7 * np.max(np.abs(fd)))
-    g1 = adjoint_gradient(m, tr, None, t_out, dJdx, method="exp")     # first order: visibly worse
+    g1 = adjoint_gradient(m, tr, None, t_out, dJdx, method="exp", linalg=linalg)     # first order: visibly worse
     assert np.max(np.abs(g1 - fd)) > 3 * np.max(np.abs(g - fd))
     # the midpoint correction's transpose (exp2's default grid for Rodas5P: substeps=None, midpoint on),
     # against Radau forward sensitivities: measured 3.3e-9, 4 sub-steps 1.1e-5, the solver's grid 1.7e-4
     ref = pbsens.forward_sensitivities(m, (0.0, 8.0), t_eval=t_out, method="Radau", rtol=1e-12, atol=1e-14)
     g_ref = np.einsum("ki,kij->j", dJdx, ref.S)
-    err = {label: np.max(np.abs(adjoint_gradient(m, tr, None, t_out, dJdx, method="exp2", **kw) - g_ref))
+    err = {label: np.max(np.abs(adjoint_gradient(m, tr, None, t_out, dJdx, method="exp2", linalg=linalg, **kw)
+                                - g_ref))
            / np.max(np.abs(g_ref))
            for label, kw in (("mid", dict(substeps=None)), ("sub4", dict(substeps=4, midpoint=False)))}
     assert err["mid"] < 1e-7 and err["mid"] < err["sub4"] / 100, err

@@ -47,7 +47,7 @@ from .signatures import f8, i8vec, ivec, jacs_fn, mat, tens, vec, vector_fn
 
 i8 = types.int64
 
-__all__ = ["sparse_march", "STATUS_OK"]
+__all__ = ["sparse_march", "choose_step", "STATUS_OK"]
 
 #: Relative cost of one multiply-add of the sparse action against one of the dense tiled products.
 SPARSE_WEIGHT = 2.0
@@ -252,6 +252,40 @@ def _half_step(Ap, Ai, Aa, Ae, Abar, Rp, Ri, Ba, Be, Dd, h, Sa, Se, T, T2, TT, d
     return expmv.expmv_forced_into(Ap, Ai, Abar, Rp, Ri, Ba, Dd, True, h, Sa, Se, T, T2, TT, dwork)[0]
 
 
+@njit(types.Tuple((types.boolean, f8, f8, i8, i8))(ivec, ivec, vec, ivec, ivec, vec, vec, types.boolean, f8, i8, i8,
+                                                    ivec, mat, vec), cache=True, _nrt=False)
+def choose_step(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_, dense_max, tpos, TT, dwork):
+    """The step one interval takes: ``(use_dense, mu, g, m, s)``, the dense step or the action with the
+    plan ``(mu, g, m, s)`` of :func:`pbsens.kernels.expmv.expmv_plan` (``s = 0``: no finite plan; with
+    ``use_dense`` and no plan computed, ``m = 0``, ``s = 1``). The cheaper by the costs of the module
+    docstring for ``np_`` columns; the sparse adjoint (:mod:`pbsens.kernels.sparse_adjoint`) calls it with
+    the forward march's ``np_`` to take the same branch."""
+    nx = Ap.shape[0] - 1
+    use_dense = False
+    planned = True
+    mu, gsc, m, s = 0.0, 1.0, 0, 1
+    cost_dense = 0.0
+    if dense_max >= nx:
+        nrm = h * _csr_norm1(Ap, Ai, Ause, TT[TT_COLSUM])
+        sd = 0.0
+        if nrm > _DENSE_THETA:
+            sd = math.ceil(math.log2(nrm / _DENSE_THETA))
+        cost_dense = (7.0 + 3.0 * sd) * nx ** 3 + 3.0 * nx * nx * np_
+        # no plan (its norm estimates cost O(nnz np) per power) where even the cheapest
+        # conceivable one, m s = MS_PER_RHO h rho, costs more than the dense step
+        floor = (SPARSE_WEIGHT * MS_PER_RHO * h * rho_lower_bound(Ap, Ai, Ause, tpos)
+                 * (Ai.shape[0] + 2.0 * nx) * np_)
+        if nrm < np.inf and cost_dense < floor:
+            use_dense = True
+            planned = False
+    if planned:
+        mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_, TT, dwork)
+        if dense_max >= nx and s > 0:
+            cost_sparse = SPARSE_WEIGHT * float(m) * float(s) * (Ai.shape[0] + 2.0 * nx) * np_
+            use_dense = cost_dense < cost_sparse
+    return use_dense, mu, gsc, m, s
+
+
 # The arguments of _loop after the scalars, grouped by role into tuples (unpacked once on entry;
 # numba passes a tuple's members as separate machine arguments, so this costs nothing).
 #: ``(Ap, Ai, Bp, Bi, Rp, Ri, Rsel, out_cols, tpos)``: the CSR patterns, the marched columns' pattern
@@ -349,28 +383,8 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, dense_max, p
                 lawok[MID] = (_laws_hold(LmT, Ap, Ai, Ad[MID], LW[:nx])
                               and _laws_hold(LmT, Rp, Ri, Bd[MID], LW[:np_]))
             stats[STAT_MID] += 1
-        use_dense = False
-        planned = True
-        mu, gsc, m, s = 0.0, 1.0, 0, 1
-        cost_dense = 0.0
-        if dense_max >= nx:
-            nrm = h * _csr_norm1(Ap, Ai, Ause, TT[TT_COLSUM])
-            sd = 0.0
-            if nrm > _DENSE_THETA:
-                sd = math.ceil(math.log2(nrm / _DENSE_THETA))
-            cost_dense = (7.0 + 3.0 * sd) * nx ** 3 + 3.0 * nx * nx * np_
-            # no plan (its norm estimates cost O(nnz np) per power) where even the cheapest
-            # conceivable one, m s = MS_PER_RHO h rho, costs more than the dense step
-            floor = (SPARSE_WEIGHT * MS_PER_RHO * h * rho_lower_bound(Ap, Ai, Ause, tpos)
-                     * (Ai.shape[0] + 2.0 * nx) * np_)
-            if nrm < np.inf and cost_dense < floor:
-                use_dense = True
-                planned = False
-        if planned:
-            mu, gsc, m, s = expmv.expmv_plan(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_, TT, dwork)
-            if dense_max >= nx and s > 0:
-                cost_sparse = SPARSE_WEIGHT * float(m) * float(s) * (Ai.shape[0] + 2.0 * nx) * np_
-                use_dense = cost_dense < cost_sparse
+        use_dense, mu, gsc, m, s = choose_step(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, np_, dense_max, tpos, TT,
+                                               dwork)
         if s == 0:
             for i in range(nx):
                 for j in range(np_):

@@ -184,7 +184,7 @@ def _gradient(problem, kept, cache, g_y, g_s, dpdth, timing):
         dJdx = np.zeros((tape.x.shape[0], model.n_states))
         np.add.at(dJdx, mp["k"][rg], gy * JX[rg, oy] + gs * JX[rg, os_])
         try:
-            lam0, g_state = backward(model, tape, dJdx)
+            lam0, g_state = backward(model, tape, dJdx, S0=S0)
         except SolverError as exc:
             raise SolverError(f"condition {name!r}: {exc}") from None
         if pre is None:

@@ -95,7 +95,7 @@ def _check_dJdp(dJdp, npar):
 
 
 def march_plan(model, trajectory, p, t_out, method="exp2", x0_sens=None, *, substeps=None, reuse_tol=1e-12,
-               midpoint=None):
+               midpoint=None, linalg="auto"):
     """The grid, states, output rows and midpoint plan the forward march of ``method`` would use.
 
     Returns ``(setup, mid)``: the :class:`~pbsens.sensitivity.march_setup.MarchSetup` (its ``t``,
@@ -104,13 +104,14 @@ def march_plan(model, trajectory, p, t_out, method="exp2", x0_sens=None, *, subs
     :func:`pbsens.sensitivities` does (4 for a Rodas5P trajectory with dense output), and so does
     ``midpoint=None`` (the correction for ``exp2`` where ``substeps`` calls intervals long);
     ``midpoint=False`` refines the grid by ``substeps`` instead, without freezing (``freeze=0``: the
-    forward march's freezing test reads ``S``, which the adjoint does not have).
+    forward march's freezing test reads ``S``, which the adjoint does not have). ``linalg``: as
+    :func:`pbsens.sensitivities`' (``opts.use_sparse``: the sparse transpose, :func:`march_backward`).
     """
     opts = check_options(model, t_eval=t_out, S0=x0_sens, method=method, solver="LSODA", rtol=1e-5, atol=1e-6,
                          n_factor=10.0, n_max=100, eq_tol=1e-4, norm="1", interpolation="linear",
                          reuse_tol=reuse_tol, substeps=substeps, estimate_error=False, sens_rtol=None,
                          sens_atol=None, state_error=None, max_refine=12, max_split=64, max_grid_factor=200,
-                         max_substeps=10_000_000, tighten_states=False, linalg="dense", freeze=0.0,
+                         max_substeps=10_000_000, tighten_states=False, linalg=linalg, freeze=0.0,
                          midpoint=midpoint)
     setup = setup_march(model, opts, trajectory, p=p, x0=None, S0=x0_sens, t_eval=t_out, t_span=None, params=None,
                         solve=solve_states, bind=_no_plan)
@@ -123,17 +124,30 @@ def march_plan(model, trajectory, p, t_out, method="exp2", x0_sens=None, *, subs
     return setup, opts, mid
 
 
-def march_backward(model, setup, opts, mid, dJdx, lam_end=None):
+def march_backward(model, setup, opts, mid, dJdx, lam_end=None, cols=None, nonzero_start=None):
     """``(lambda(t_0), grad)``: the backward march over ``setup``'s grid (:func:`march_plan`) with
     ``c_i = dJdx[i]`` at the output times and ``lam_end`` carried into the last grid point;
-    ``grad`` holds the intervals' ``B^T`` terms only (not ``S_0^T lambda_0``)."""
+    ``grad`` holds the intervals' ``B^T`` terms only (not ``S_0^T lambda_0``).
+
+    With ``opts.use_sparse`` the transpose of the sparse march (:meth:`pbsens.sensitivity.sparse.
+    SparseRunner.adjoint`); ``cols`` (default all) and ``nonzero_start`` (which of them the forward
+    march starts non-zero; default: those of ``setup.S_full``) are the forward march's columns, which
+    set its step choice (``grad`` is zero outside ``cols``). The dense transpose ignores them."""
+    if opts.use_sparse:
+        from .sparse import runner
+        if cols is None:
+            cols = np.arange(model.n_params, dtype=np.int64)
+        if nonzero_start is None:
+            nonzero_start = np.any(np.asarray(setup.S_full)[:, cols] != 0.0, axis=0)
+        return runner(model).adjoint(setup.t, setup.x, setup.p, setup.out_index, dJdx, ADJOINT_METHODS[opts.method],
+                                     lam_end=lam_end, cols=cols, nonzero_start=nonzero_start, mid=mid)
     return _bound(model)(setup.t, setup.x, setup.p, model.constants, setup.out_index, dJdx,
                          ADJOINT_METHODS[opts.method], opts.reuse_tol, lam_end, mid)
 
 
 @limit_blas_threads()
 def adjoint_gradient(model, trajectory, p, t_out, dJdx, dJdp_explicit=None, method="exp", x0_sens=None, *,
-                     substeps=1, reuse_tol=1e-12, midpoint=None, return_lambda=False):
+                     substeps=1, reuse_tol=1e-12, midpoint=None, return_lambda=False, linalg="auto"):
     """``dJ/dp`` of ``J`` with ``dJ/dx(t_out[i]) = dJdx[i]``, by one backward (adjoint) march.
 
     Parameters
@@ -169,6 +183,9 @@ def adjoint_gradient(model, trajectory, p, t_out, dJdx, dJdp_explicit=None, meth
         False: sub-steps instead (``freeze=0``).
     return_lambda : bool
         Also return ``lambda(t_0)`` (``dJ/dx0``).
+    linalg : {"auto", "dense", "sparse"}
+        As :func:`pbsens.sensitivities`' (``"auto"``: sparse for large sparse models): the transpose of
+        the dense march or of the sparse one (METHOD.md section 16, "Sparse").
 
     Returns
     -------
@@ -176,7 +193,7 @@ def adjoint_gradient(model, trajectory, p, t_out, dJdx, dJdp_explicit=None, meth
         The gradient; with ``return_lambda``, ``(gradient, lambda0)``. It equals, to rounding, the
         forward march's ``sum_i dJdx[i] S(t_out[i]) + dJdp_explicit`` for
         ``sensitivities(model, trajectory, method, t_eval=t_out, substeps=substeps, midpoint=midpoint,
-        freeze=0, linalg="dense")``.
+        freeze=0, linalg=linalg)``.
 
     Raises
     ------
@@ -197,7 +214,7 @@ def adjoint_gradient(model, trajectory, p, t_out, dJdx, dJdp_explicit=None, meth
         raise PbsensError("'substeps' > 1 needs a Trajectory with dense output "
                           "(solve_states(..., dense_output=True))")
     setup, opts, mid = march_plan(model, trajectory, p, t_out, method, x0_sens, substeps=substeps,
-                                  reuse_tol=reuse_tol, midpoint=midpoint)
+                                  reuse_tol=reuse_tol, midpoint=midpoint, linalg=linalg)
     d = _check_dJdx(dJdx, setup.t_out.size, model.n_states)
     explicit = _check_dJdp(dJdp_explicit, model.n_params)
     lam0, grad = march_backward(model, setup, opts, mid, d)

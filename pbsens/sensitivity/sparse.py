@@ -132,6 +132,48 @@ class SparseRunner:
                           "trajectory; use linalg='dense'")
 
 
+    def adjoint(self, t, x, p, out_index, dJdx, method_code, lam_end=None, cols=None, nonzero_start=None,
+                mid=None):
+        """The transpose of :meth:`__call__` (:mod:`pbsens.kernels.sparse_adjoint`): ``(lambda(t_0), grad)``
+        with ``grad`` over the model parameters (zero outside ``cols``; without ``S_0^T lambda_0``).
+
+        ``cols``, ``nonzero_start``: the forward march's columns and which of them start non-zero (its
+        ``S``'s non-zero columns): they decide which columns it marches, hence its step choice, which
+        the transpose repeats. ``lam_end``: ``lambda`` carried into ``t[-1]`` (default 0).
+        """
+        from ..errors import SolverError
+        from ..kernels.sparse_adjoint import N_ASTATS, sparse_adjoint_march
+        from ..model.sparsity import extend
+        c = self.model.constants
+        nx, npar = self.model.n_states, self.model.n_params
+        cols = np.arange(npar, dtype=np.int64) if cols is None else np.asarray(cols, np.int64)
+        start = np.zeros(cols.size, bool) if nonzero_start is None else np.asarray(nonzero_start, bool)
+        if mid is None:
+            mid = (np.empty((0, nx)), np.full(max(t.size - 1, 0), -1, dtype=np.int64))
+        X_mid, mid_index = np.ascontiguousarray(mid[0], dtype=np.float64), np.ascontiguousarray(mid[1], np.int64)
+        lam0 = np.zeros(nx) if lam_end is None else np.array(lam_end, dtype=np.float64).reshape(nx)
+        self.adjoint_stats = np.zeros(N_ASTATS, dtype=np.int64)
+        for _ in range(_MAX_EXTEND + 1):
+            sj = self.sj
+            active, Rp, Ri, Rsel = _reduced_pattern(sj.Bp, sj.Bi, cols, start)
+            lam = lam0.copy()
+            grad_c = np.zeros(active.size)
+            status = sparse_adjoint_march(self._jacs, self._jxd, self._jpd, 1 if sj.gather else 0, t, x, p, c,
+                                          np.ascontiguousarray(out_index, np.int64), np.ascontiguousarray(dJdx, float),
+                                          int(method_code), DENSE_STEP_MAX_STATES, sj.Ap, sj.Ai, sj.Bp, sj.Bi, Rp, Ri,
+                                          Rsel, X_mid, mid_index, lam, grad_c, self.adjoint_stats)
+            if status > -2:
+                if status >= 0:
+                    raise SolverError(f"adjoint march (sparse): lambda is NaN or inf after the interval "
+                                      f"[{t[status]:.6g}, {t[status + 1]:.6g}] (marching backward)")
+                grad = np.zeros(npar)
+                grad[cols[active]] = grad_c
+                return lam, grad
+            k = -2 - status
+            self.sj = extend(self.model, sj, t[k], x[k], p)
+        raise PbsensError(f"model {self.model.name!r}: the Jacobians' sparsity pattern kept changing along the "
+                          "trajectory; use linalg='dense'")
+
     #: Take the dense exp2 steps in the coordinates the conservation laws leave (pbsens.kernels.reduced).
     reduce_laws = True
 

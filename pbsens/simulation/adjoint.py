@@ -76,11 +76,11 @@ def _check_events(model):
 
 def forward_states(model, te, p, x, *, t0=0.0, solver="rodas5p", rtol=1e-8, atol=1e-10, substeps=None,
                    midpoint=None, reuse_tol=1e-12, columns=None, steady_state_options=None,
-                   solver_options=None) -> StateTape:
+                   solver_options=None, linalg="auto") -> StateTape:
     """The states of ``model`` at the sorted output times ``te`` (may end with ``inf``) from ``x`` at
     ``t0``, as :func:`pbsens.simulation.segments.simulate` with a post-hoc method computes them, with
     the tape of :func:`backward`. ``substeps``, ``midpoint``, ``reuse_tol``: the march's options
-    (:func:`pbsens.sensitivity.adjoint.march_plan`); ``columns``: as ``simulate``'s."""
+    (:func:`pbsens.sensitivity.adjoint.march_plan`); ``columns``, ``linalg``: as ``simulate``'s."""
     from ..sensitivity.options import DEFAULT_SUBSTEPS
     from ..solvers import solve_states
     _check_events(model)
@@ -91,7 +91,9 @@ def forward_states(model, te, p, x, *, t0=0.0, solver="rodas5p", rtol=1e-8, atol
     stops, at_start, start_shift = _stops(model, p, t0, t_last)
     x = np.array(x, dtype=np.float64)
     X_out = np.empty((te.size, model.n_states))
-    tape = StateTape(x=X_out, p=p, options=dict(substeps=substeps, midpoint=midpoint, reuse_tol=reuse_tol))
+    tape = StateTape(x=X_out, p=p, options=dict(substeps=substeps, midpoint=midpoint, reuse_tol=reuse_tol,
+                                                linalg=linalg,
+                                                columns=None if columns is None else _columns(model, columns)))
     items = tape.items
     for k in at_start:
         xn = _event(model, k, t0, x, p)
@@ -164,22 +166,55 @@ def _event(model, k, tau, x, p):
     return xn
 
 
-def backward(model, tape: StateTape, dJdx, method="exp2"):
+def _start_masks(model, tape, S0):
+    """Per tape item, which of the forward march's columns (``tape.options["columns"]``, default all) are
+    non-zero where the item starts: ``S0``'s (None: none), then after a segment also every column with
+    a structural non-zero of ``B``, after a jump the columns it writes. The sparse transpose repeats
+    the forward sparse march's step choice, which depends on the columns marched (METHOD.md section 16)."""
+    cols = tape.options.get("columns")
+    cols = np.arange(model.n_params) if cols is None else cols
+    mask = np.zeros(cols.size, bool) if S0 is None else np.any(np.asarray(S0)[:, cols] != 0.0, axis=0)
+    has_b = None
+    masks = []
+    for item in tape.items:
+        masks.append(mask.copy())
+        kind = item[0]
+        if kind == "segment":
+            if has_b is None:
+                from ..model.sparsity import sparse_jacobians
+                has_b = np.zeros(model.n_params, bool)
+                has_b[sparse_jacobians(model).Bi] = True
+            mask |= has_b[cols]
+        elif kind == "breakpoint":
+            mask |= np.asarray(item[2])[cols] != 0.0
+        elif kind == "event":
+            mask[:] = True
+    return cols, masks
+
+
+def backward(model, tape: StateTape, dJdx, method="exp2", S0=None):
     """``(lambda(t0), grad)`` of ``J`` with ``dJ/dx`` at the tape's output rows ``dJdx`` (n_rows, nx):
-    ``dJ/dp = grad + S0^T lambda(t0)`` (plus ``J``'s explicit terms) with ``S0 = dx(t0)/dp``."""
+    ``dJ/dp = grad + S0^T lambda(t0)`` (plus ``J``'s explicit terms) with ``S0 = dx(t0)/dp``.
+    ``S0`` (optional, ``nx x n_params``): only its pattern of non-zero columns is read, by the
+    transpose of the sparse march (which columns the forward march marches)."""
     nx, p = model.n_states, tape.p
     lam = np.zeros(nx)
     grad = np.zeros(model.n_params)
     opts = tape.options
-    for item in reversed(tape.items):
+    masks = cols = None
+    for pos, item in reversed(list(enumerate(tape.items))):
         kind = item[0]
         if kind == "segment":
             _, tr, times, rows, idx = item
             d = np.zeros((times.size, nx))
             np.add.at(d, idx, dJdx[rows])
             setup, mopts, mid = march_plan(model, tr, p, times, method, substeps=opts["substeps"],
-                                           reuse_tol=opts["reuse_tol"], midpoint=opts["midpoint"])
-            lam, g = march_backward(model, setup, mopts, mid, d, lam_end=lam)
+                                           reuse_tol=opts["reuse_tol"], midpoint=opts["midpoint"],
+                                           linalg=opts.get("linalg", "auto"))
+            if mopts.use_sparse and masks is None:
+                cols, masks = _start_masks(model, tape, S0)
+            lam, g = march_backward(model, setup, mopts, mid, d, lam_end=lam, cols=cols,
+                                    nonzero_start=None if masks is None else masks[pos])
             grad += g
         elif kind == "still":
             lam = lam + dJdx[item[1]].sum(axis=0)
