@@ -77,6 +77,17 @@ def test_rule_keeps_forward_for_few_parameters_and_state_events():
     assert method == "exp2" and "state-triggered" in why
 
 
+def test_rule_keeps_forward_on_the_sparse_path(monkeypatch):
+    import pbsens.sensitivity.sparse as sparse_path
+    plain = pbsens.load_model(ModelSpec.from_dict({
+        "name": "choice_plain", "states": [{"name": "x", "initial": 1.0}],
+        "parameters": [{"name": "k", "value": 0.5}], "odes": {"x": "-k*x"}}), backend="tape")
+    monkeypatch.setattr(sparse_path, "SPARSE_MIN_STATES", 1)
+    monkeypatch.setattr(sparse_path, "SPARSE_MAX_DENSITY", 1.0)
+    method, why = choose_gradient_method(SimpleNamespace(model=plain, dim=50))
+    assert method == "exp2" and "sparse" in why
+
+
 def test_unknown_method_names_auto(boehm):
     problem, theta = boehm
     with pytest.raises(PbsensError, match="'auto'"):
