@@ -32,14 +32,12 @@ def test_registered():
 
 # ----------------------------------------------------------------- linear algebra of one stage
 
-def test_block_solve_matches_dense_solve():
+def _stage_system(A, C, fac, rng):
+    """The stage system of the augmented solve as numpy sees it: ``M = fac I - J`` with ``J`` block lower
+    triangular (``A`` on the diagonal blocks, ``C_j`` in the first block column), a right-hand side ``g``,
+    and the kernels' ``W = fac I - A`` factorised in place (``piv``)."""
     from pbsens.kernels.lu import lu_factor
-    from pbsens.kernels.augmented import block_solve
-    rng = np.random.default_rng(3)
-    nx, ns, fac = 5, 3, 7.0
-    A = rng.normal(size=(nx, nx))
-    C = rng.normal(size=(ns, nx, nx))
-    J = np.ascontiguousarray(np.concatenate([A[None], C]).reshape((ns + 1) * nx, nx))
+    nx, ns = A.shape[0], C.shape[0]
     full = np.zeros(((ns + 1) * nx, (ns + 1) * nx))
     for j in range(ns + 1):
         full[j * nx:(j + 1) * nx, j * nx:(j + 1) * nx] = A
@@ -50,6 +48,17 @@ def test_block_solve_matches_dense_solve():
     W = np.ascontiguousarray(np.eye(nx) * fac - A)
     piv = np.empty(nx, dtype=np.int64)
     assert lu_factor(W, piv) == 0
+    return M, g, W, piv
+
+
+def test_block_solve_matches_dense_solve():
+    from pbsens.kernels.augmented import block_solve
+    rng = np.random.default_rng(3)
+    nx, ns, fac = 5, 3, 7.0
+    A = rng.normal(size=(nx, nx))
+    C = rng.normal(size=(ns, nx, nx))
+    J = np.ascontiguousarray(np.concatenate([A[None], C]).reshape((ns + 1) * nx, nx))
+    M, g, W, piv = _stage_system(A, C, fac, rng)
     k = g.copy()
     block_solve(W, piv, J, k)
     assert np.allclose(k, np.linalg.solve(M, g), rtol=1e-12, atol=1e-12)
@@ -76,23 +85,13 @@ def test_coupled_solve_matches_dense_solve(ns):
     solve of the whole ``nx (ns+1)`` block lower-triangular system, sparse ``A`` and ``C_j`` (the dense
     system in the column layout ``(x, S[:, 0], ...)``, the kernel's ``(x, S)`` with ``S`` row-major)."""
     from pbsens.kernels.augmented import coupled_solve
-    from pbsens.kernels.lu import lu_factor
     rng = np.random.default_rng(5)
     nx, fac = 6, 3.0
     A = rng.normal(size=(nx, nx)) * (rng.random((nx, nx)) < 0.4)
     C = rng.normal(size=(ns, nx, nx)) * (rng.random((nx, nx)) < 0.3)   # one pattern, zero in places
     C[:, 1, 2] = 0.0
     C[-1, 1, 2] = 1.5                                  # an entry that is zero in the other columns
-    full = np.zeros(((ns + 1) * nx, (ns + 1) * nx))
-    for j in range(ns + 1):
-        full[j * nx:(j + 1) * nx, j * nx:(j + 1) * nx] = A
-        if j:
-            full[j * nx:(j + 1) * nx, :nx] = C[j - 1]
-    M = np.eye(full.shape[0]) * fac - full
-    g = rng.normal(size=full.shape[0])
-    W = np.ascontiguousarray(np.eye(nx) * fac - A)
-    piv = np.empty(nx, dtype=np.int64)
-    assert lu_factor(W, piv) == 0
+    M, g, W, piv = _stage_system(A, C, fac, rng)
     Cs, pat = _compressed(C, nx, ns)
     assert 0 < pat[0] < nx * nx
     perm = np.concatenate([np.arange(nx), nx + np.arange(nx * ns).reshape(ns, nx).T.ravel()])
