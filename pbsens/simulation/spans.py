@@ -53,21 +53,20 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
     times = np.unique(np.concatenate([np.clip(outs, a, b), [b]]))
     solve_states, _ = _state_solver(method, sens, solver, checked)
     cols = columns if sens and columns is not None and 0 < columns.size < model.n_params else None
-    if method != FORWARD and cols is not None:
+    zero_cols = None
+    if method == FORWARD and sens:
+        sel = {} if cols is None else {"params": cols}
+        S_in = S if cols is None else np.ascontiguousarray(S[:, cols])
+        r = forward_sensitivities(model, (a, b), t_eval=times, p=p, x0=x, S0=S_in, method=solver or "BDF",
+                                  rtol=rtol, atol=atol, **sel, **fs_opts, **solver_opts)
+        X, SS = r.x, _all_columns(r.S, cols, model.n_params)
+    else:
         # the post-hoc march carries every column, from the full S of the previous span: exp2's sub-step
         # march decides per solver gap whether to freeze its matrix from ||S|| over the columns carried
         # (METHOD.md section 13), so a march of the wanted columns only (or from an S whose other columns
         # were zeroed) freezes other gaps than the full march, and moved Boehm's gradient by 1.1e-3
         # (tests/test_columns_posthoc.py); the columns not wanted are zeroed at the outputs only
-        return _zero_other_columns(_segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_opts,
-                                            fs_opts, solver_opts, checked, carried, tr, None), cols)
-    sel = {} if cols is None else {"params": cols}
-    S_in = S if cols is None else np.ascontiguousarray(S[:, cols])
-    if method == FORWARD and sens:
-        r = forward_sensitivities(model, (a, b), t_eval=times, p=p, x0=x, S0=S_in, method=solver or "BDF",
-                                  rtol=rtol, atol=atol, **sel, **fs_opts, **solver_opts)
-        X, SS = r.x, _all_columns(r.S, cols, model.n_params)
-    else:
+        zero_cols = cols
         from ..sensitivity.posthoc import DEFAULT_SUBSTEPS
         solver = solver or "LSODA"
         interp = sens_opts.get("interpolation", "linear")
@@ -82,23 +81,19 @@ def _segment(model, a, b, outs, x, S, p, method, sens, solver, rtol, atol, sens_
         X = tr.x[tr.eval_index]
         SS = None
         if sens:
-            r = sensitivities(model, tr, method=method, S0=S_in, estimate_error=carried is not None, **sel,
-                              **sens_opts)
+            r = sensitivities(model, tr, method=method, S0=S, estimate_error=carried is not None, **sens_opts)
             SS = r.S
             if carried is not None:
                 err = r.error_matrix
                 if np.any(carried != 0):
                     # the error at a, carried by the march itself: it is linear in S0 on a fixed grid,
                     # so the march from S0 + e minus the one from S0 is the discrete transition times e
-                    e0 = carried if cols is None else carried[:, cols]
-                    err = err + (sensitivities(model, tr, method=method, S0=S_in + e0, **sel, **sens_opts).S - SS)
-                err = _all_columns(err, cols, model.n_params)
-            SS = _all_columns(SS, cols, model.n_params)
+                    err = err + (sensitivities(model, tr, method=method, S0=S + carried, **sens_opts).S - SS)
     idx = np.searchsorted(times, np.clip(outs, a, b))
     out = (X[idx], (SS[idx] if SS is not None else None), X[-1].copy(), (SS[-1].copy() if SS is not None else None))
     if carried is not None:
-        return out + (err[idx], err[-1].copy())
-    return out
+        out += (err[idx], err[-1].copy())
+    return _zero_other_columns(out, zero_cols)
 
 
 def span_bounds(cur, cur_is_stop, end, final, finite):
