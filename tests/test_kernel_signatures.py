@@ -5,7 +5,7 @@ into tuples instead.
 The check reads the sources with ``ast`` (nothing is compiled). A function counts as compiled when
 one of its decorators is numba's (``njit``, ``jit``, ``overload``, ... as a name, an attribute
 ``numba.njit`` or a call ``njit(sig, ...)``) or a helper defined in the same sources that calls
-one of them (``march._njit_quiet``).
+one of them (``signatures.njit_quiet``).
 """
 import ast
 import pathlib
@@ -39,7 +39,7 @@ def _n_params(fn):
 
 
 def _helpers(trees):
-    """Functions of the sources that compile with numba (``_njit_quiet``): a call to a numba
+    """Functions of the sources that compile with numba (``njit_quiet``): a call to a numba
     decorator anywhere in their body."""
     found = set()
     for tree in trees.values():
@@ -71,7 +71,7 @@ def test_the_scan_sees_the_kernels():
     """The detection itself: the known kernels, also those compiled through the helper decorator."""
     names = {(str(f.name), n) for f, _, n, _ in compiled_functions()}
     assert ("march.py", "_march_loop") in names           # @njit(sig, ...)
-    assert ("march.py", "march") in names                 # @_njit_quiet(sig, ...)
+    assert ("march.py", "march") in names                 # @njit_quiet(sig, ...)
     assert ("sparse_march.py", "sparse_march") in names
     assert ("sparse_march.py", "_loop") in names
     assert ("rosenbrock.py", "_loop") in names

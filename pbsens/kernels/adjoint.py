@@ -30,9 +30,9 @@ from numba import njit, types
 from ..errors import PbsensError, SolverError
 from . import linalg, steps
 from .codes import METHOD_EXP, METHOD_EXP2
-from .march import MAX_SUBSTEPS, _Compiled, _njit_quiet, _reusable  # noqa: F401
+from .march import MAX_SUBSTEPS, _Compiled, _reusable  # noqa: F401
 from .phi import exp_phi123_into
-from .signatures import f8, ivec, jacs_fn, jacs_fn_sig, mat, tens, vec
+from .signatures import f8, ivec, jacs_fn, jacs_fn_sig, mat, njit_quiet, tens, vec
 from .views import flat
 
 __all__ = ["ADJOINT_METHODS", "adjoint_march", "bind"]
@@ -126,7 +126,7 @@ def _corrected_transpose(EFF, EF3, A0, A1, Am, Abar, B0, B1, Bm, h, lam, v, w, y
     _add_bt_w(Bm, y, 0, grad)
 
 
-@njit(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec,
+@njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec,
          tens, tens, mat, mat, mat, mat, mat, vec, vec, vec, tens), cache=True, _nrt=False)
 def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad,
                   Ag, Bg, Abar, Ac, EF, EFF, EF3, v, w, y, ws):
@@ -203,7 +203,7 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
     return -1
 
 
-@_njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec), cache=True)
+@njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec), cache=True)
 def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad):
     """March ``lambda`` backward over the grid ``t`` with states ``X``; accumulate the gradient.
 

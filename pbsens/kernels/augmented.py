@@ -30,12 +30,12 @@ Jacobians are sparse; the products with ``A`` and its differences skip zeros.
 from numba import njit, types
 
 from .lu import lu_solve_mat, lu_solve_vec
-from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
+from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, njit_quiet, tens, vec, vector_fn
 
 __all__ = ["system_rhs", "system_jac", "block_solve", "coupling_columns", "coupled_solve", "coupled_rhs"]
 
 
-@njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec),
+@njit_quiet(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec),
       cache=True, _nrt=False, error_model="numpy")
 def system_rhs(rhs, jacs, idx, WA, WB, t, z, p, c, out):
     """``out = f(t, z)`` (plain) or ``(f, A S_j + B[:, idx_j])`` (forward sensitivities)."""
@@ -64,7 +64,7 @@ def system_rhs(rhs, jacs, idx, WA, WB, t, z, p, c, out):
                     out[off + i] += a * z[off + q]
 
 
-@njit(types.void(matrix_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, mat),
+@njit_quiet(types.void(matrix_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, mat),
       cache=True, _nrt=False, error_model="numpy")
 def system_jac(jac, jacs, idx, WA, WB, t, z, p, c, J):
     """``J = df/dx`` (plain) or the first block column ``(A; C_0; ...)`` (forward sensitivities).
@@ -150,7 +150,7 @@ def block_solve(W, piv, J, g):
 # ``pat[0] = npat``, then (row, column) of each entry.
 
 
-@njit(types.void(jacs_fn, ivec, tens, tens, f8, vec, vec, vec, mat, mat, ivec),
+@njit_quiet(types.void(jacs_fn, ivec, tens, tens, f8, vec, vec, vec, mat, mat, ivec),
       cache=True, _nrt=False, error_model="numpy")
 def coupling_columns(jacs, idx, WA, WB, t, z, p, c, J, Cs, pat):
     """``J = A`` (nx, nx) and the couplings ``C_j`` compressed into ``Cs``/``pat`` (see above).
@@ -207,7 +207,7 @@ def coupling_columns(jacs, idx, WA, WB, t, z, p, c, J, Cs, pat):
     pat[0] = npat
 
 
-@njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec),
+@njit_quiet(types.void(vector_fn, jacs_fn, ivec, tens, tens, f8, vec, vec, vec, vec),
       cache=True, _nrt=False, error_model="numpy")
 def coupled_rhs(rhs, jacs, idx, WA, WB, t, z, p, c, out):
     """``out = (f, A S + B[:, idx])`` for ``z = (x, S)``, ``S`` (nx, ns) row-major (rows of ``S`` as

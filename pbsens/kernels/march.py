@@ -38,7 +38,7 @@ from .blas import gemm_into
 from .codes import (BRANCH_EQUILIBRIUM, BRANCH_EXP, BRANCH_EXP2, BRANCH_PBS, BRANCH_STIFF,  # noqa: F401
                     INTERP_CODES, INTERP_DENSE, INTERP_HERMITE, METHOD_CODES, METHOD_EXP, METHOD_EXP2,
                     METHOD_PBS, METHOD_PBSR2, NORM_SCALED)
-from .signatures import f8, i8vec, ivec, jacs_fn, jacs_fn_sig, mat, tens, vec, vector_fn, vector_fn_sig
+from .signatures import f8, i8vec, ivec, jacs_fn, jacs_fn_sig, mat, njit_quiet, tens, vec, vector_fn, vector_fn_sig
 from .views import flat
 from ..errors import PbsensError, SolverError
 
@@ -265,7 +265,7 @@ def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, colsu
     return BRANCH_PBS, n
 
 
-@njit(types.void(jacs_fn, vec, types.Array(types.float64, 2, "C"), vec, vec, i8, f8, i8, f8, i8, i8vec, ivec, f8),
+@njit_quiet(types.void(jacs_fn, vec, types.Array(types.float64, 2, "C"), vec, vec, i8, f8, i8, f8, i8, i8vec, ivec, f8),
       cache=True)
 def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n_int, scale_atol):
     """Fill ``branch`` and ``n_int`` per interval without marching (for dense-output refinement)."""
@@ -284,7 +284,7 @@ def plan(jacs, t, X, p, c, method, n_factor, n_max, eq_tol, norm_kind, branch, n
         n_int[k] = n
 
 
-@njit(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
+@njit_quiet(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
          f8, tens, i8vec, ivec, i8vec, tens, tens, tens, tens, mat, vec, mat, mat, mat, tens, f8, i8, ivec, f8, mat,
          ivec), cache=True, _nrt=False)
 def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
@@ -471,25 +471,7 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
     return -1
 
 
-def _njit_quiet(sig, **options):
-    """``njit(sig, **options)``, compiling with numba's NumbaExperimentalFeatureWarning about
-    first-class function types silenced (nothing else): that feature is how the model's
-    functions reach the kernel (module docstring); numba warns when it types the call
-    ``_march_loop(jacs, rhs, ...)``, on a cold cache, in the user's first call."""
-    import warnings
-
-    from numba.core.errors import NumbaExperimentalFeatureWarning
-
-    def compile_(fn):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*First-class function type feature is experimental",
-                                    category=NumbaExperimentalFeatureWarning)
-            return njit(sig, **options)(fn)
-
-    return compile_
-
-
-@_njit_quiet(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
+@njit_quiet(i8(jacs_fn, vector_fn, vec, mat, vec, vec, mat, ivec, i8, f8, i8, f8, i8, i8, mat, ivec, i8,
                 f8, tens, i8vec, ivec, i8vec, f8, i8, ivec, f8, mat, ivec), cache=True)
 def march(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq_tol, norm_kind,
           interp, X_sub, sub_offset, planned, reuse_tol, S_out, branch, n_int, reused, scale_atol,

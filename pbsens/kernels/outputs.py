@@ -8,13 +8,13 @@ loops in compiled code over the model's functions passed by address, as the marc
 """
 from numba import types
 
-from .march import _Compiled, _njit_quiet
-from .signatures import matrix_fn, matrix_fn_sig, mat, tens, vec, vector_fn, vector_fn_sig
+from .march import _Compiled
+from .signatures import mat, matrix_fn, matrix_fn_sig, njit_quiet, tens, vec, vector_fn, vector_fn_sig
 
 __all__ = ["outputs_into", "bind_outputs"]
 
 
-@_njit_quiet(types.void(vector_fn, matrix_fn, matrix_fn, vec, mat, mat, vec, mat, tens, tens, types.boolean),
+@njit_quiet(types.void(vector_fn, matrix_fn, matrix_fn, vec, mat, mat, vec, mat, tens, tens, types.boolean),
              cache=True)
 def outputs_into(out, jac_x, jac_p, t, X, P, c, Y, JX, JP, with_jacobians):
     """``Y[g] = h(t[g], X[g], P[g])`` and, with ``with_jacobians``, ``JX[g] = dh/dx``,

@@ -72,7 +72,7 @@ from .checks import all_finite as _finite
 from .function_address import jacs_fn_at, matrix_fn_at, vector_fn_at
 from .lu import lu_factor
 from .dense_output import dense_eval, merge_outputs, outputs_upto
-from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, tens, vec, vector_fn
+from .signatures import f8, ivec, jacs_fn, mat, matrix_fn, njit_quiet, tens, vec, vector_fn
 
 __all__ = ["GAMMA", "A", "C", "C_NODES", "D", "H", "rodas5p_solve", "rodas5p_solve_sensitivities", "rodas5p_step", "dense_eval", "merge_outputs",
            "rodas5p_sensitivities_at",
@@ -176,7 +176,7 @@ def _finite_mat(M):
     return bad == 0
 
 
-@njit(types.boolean(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, f8, f8, vec, i8, vec, mat, mat, ivec,
+@njit_quiet(types.boolean(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, f8, f8, vec, i8, vec, mat, mat, ivec,
                     vec, ivec),
       cache=True, _nrt=False, error_model="numpy")
 def _linearise(rhs, jac, jacs, idx, WA, WB, p, c, t_lo, t_room, x, autonomous, f0, J, Cs, pat, dT, counts):
@@ -229,7 +229,7 @@ def _factor(J, h, W, piv, counts):
     return lu_factor(W, piv) == 0
 
 
-@njit(types.void(vector_fn, jacs_fn, ivec, tens, tens, vec, vec, f8, f8, f8, f8, vec, vec, vec, i8, mat, ivec, mat,
+@njit_quiet(types.void(vector_fn, jacs_fn, ivec, tens, tens, vec, vec, f8, f8, f8, f8, vec, vec, vec, i8, mat, ivec, mat,
                  ivec, mat, vec, vec, vec, ivec),
       cache=True, _nrt=False, error_model="numpy")
 def _stages(rhs, jacs, idx, WA, WB, p, c, t, h, t_lo, t_hi, x, f0, dT, autonomous, W, piv, Cs, pat, K, u, g, xn,
@@ -288,7 +288,7 @@ def _dense_coefficients(K, Dk):
             Dk[r, i] = acc
 
 
-@njit(i8(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, vec, vec, vec, f8, i8, i8, vec, mat, tens, vec,
+@njit_quiet(i8(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, vec, vec, vec, vec, vec, f8, i8, i8, vec, mat, tens, vec,
          ivec, ivec, vec, vec, mat, mat, ivec, mat, ivec, mat, vec, vec, vec, vec),
       cache=True, _nrt=False, error_model="numpy")
 def _loop(rhs, jac, jacs, idx, WA, WB, p, c, rtol, atol, stops, max_step, max_steps, autonomous,
@@ -479,7 +479,7 @@ def _start(t0, x0, cap, first_step, counts, info):
     return T, X, Dn, Hf, ist, fst
 
 
-@njit(types.Tuple((i8, vec, mat, tens, vec))(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, i8, f8, vec, vec, vec,
+@njit_quiet(types.Tuple((i8, vec, mat, tens, vec))(vector_fn, matrix_fn, jacs_fn, ivec, tens, tens, i8, f8, vec, vec, vec,
                                              vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
       cache=True)
 def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops, first_step, max_step, max_steps,
@@ -508,7 +508,7 @@ def _run(rhs, jac, jacs, idx, WA, WB, nx_model, t0, x0, p, c, rtol, atol, stops,
     return status, T[:n + 1], X[:n + 1], Dn[:n], Hf[:n]
 
 
-@njit(types.Tuple((i8, vec, mat, tens, vec))(ivec, f8, vec, vec, vec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
+@njit_quiet(types.Tuple((i8, vec, mat, tens, vec))(ivec, f8, vec, vec, vec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
       cache=True)
 def rodas5p_solve(fn_addr, t0, x0, p, c, rtol, atol, stops, first_step, max_step, max_steps, autonomous,
                   capacity, counts, info):
@@ -563,7 +563,7 @@ def rodas5p_solve(fn_addr, t0, x0, p, c, rtol, atol, stops, first_step, max_step
                 t0, x0, p, c, rtol, atol, stops, first_step, max_step, max_steps, autonomous, capacity, counts, info)
 
 
-@njit(types.Tuple((i8, vec, mat, tens))(ivec, f8, vec, vec, vec, ivec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
+@njit_quiet(types.Tuple((i8, vec, mat, tens))(ivec, f8, vec, vec, vec, ivec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec),
       cache=True)
 def rodas5p_solve_sensitivities(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, first_step, max_step, max_steps,
                                 autonomous, capacity, counts, info):
@@ -596,7 +596,7 @@ def rodas5p_solve_sensitivities(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, f
 
 
 
-@njit(types.boolean(ivec, f8, vec, vec, vec, f8, i8, vec, vec, mat), cache=True)
+@njit_quiet(types.boolean(ivec, f8, vec, vec, vec, f8, i8, vec, vec, mat), cache=True)
 def rodas5p_step(fn_addr, t, x, p, c, h, autonomous, x_new, err, Dk):
     """One step of size ``h`` from ``(t, x)`` without error control (for tests and analysis).
 
@@ -625,7 +625,7 @@ def rodas5p_step(fn_addr, t, x, p, c, h, autonomous, x_new, err, Dk):
     return True
 
 
-@njit(types.Tuple((i8, mat))(ivec, f8, vec, vec, vec, ivec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec, vec),
+@njit_quiet(types.Tuple((i8, mat))(ivec, f8, vec, vec, vec, ivec, vec, vec, vec, f8, f8, i8, i8, i8, ivec, vec, vec),
       cache=True)
 def rodas5p_sensitivities_at(fn_addr, t0, z0, p, c, idx, rtol, atol, stops, first_step, max_step, max_steps,
                              autonomous, capacity, counts, info, te):

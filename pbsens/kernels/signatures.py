@@ -7,7 +7,7 @@ empty for symbolic models) and a preallocated output that the function fills.
 Kernels take these functions as first-class function arguments, so each kernel
 is compiled (and cached on disk) once per machine, not once per model.
 """
-from numba import types
+from numba import njit, types
 
 f8 = types.float64
 vec = types.Array(types.float64, 1, "C")
@@ -29,3 +29,21 @@ init_mat_sig = types.void(vec, vec, mat)
 vector_fn = types.FunctionType(vector_fn_sig)
 matrix_fn = types.FunctionType(matrix_fn_sig)
 jacs_fn = types.FunctionType(jacs_fn_sig)
+
+
+def njit_quiet(sig, **options):
+    """``njit(sig, **options)``, compiling with numba's NumbaExperimentalFeatureWarning about
+    first-class function types silenced (nothing else): that feature is how the model's
+    functions reach the kernel (module docstring); numba warns when it types a
+    kernel's call that passes them on to another kernel (on a cold cache, in the user's first call)."""
+    import warnings
+
+    from numba.core.errors import NumbaExperimentalFeatureWarning
+
+    def compile_(fn):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*First-class function type feature is experimental",
+                                    category=NumbaExperimentalFeatureWarning)
+            return njit(sig, **options)(fn)
+
+    return compile_

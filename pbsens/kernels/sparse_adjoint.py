@@ -47,10 +47,9 @@ from numba import njit, types
 
 from . import expmv, linalg
 from .adjoint import _vecmat_into
-from .march import _njit_quiet
 from .phi import exp_phi123_into
 from .codes import METHOD_EXP2
-from .signatures import f8, ivec, jacs_fn, mat, tens, vec, vector_fn
+from .signatures import f8, ivec, jacs_fn, mat, njit_quiet, tens, vec, vector_fn
 from .sparse_march import (_DENSE_THETA, MID, MS_PER_RHO, SPARSE_WEIGHT, _compact, _eval, _scatter,
                            _transpose_positions, choose_step, rho_lower_bound)
 
@@ -290,7 +289,7 @@ def _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, nx, dense_max, tpos, chain
     return 0
 
 
-@njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, mat, i8, i8, i8, _PATTERNS,
+@njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, mat, i8, i8, i8, _PATTERNS,
          types.Tuple((mat, ivec)), _JAC_WORK, _VEC_WORK, _DENSE_WORK, vec, ivec), cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max, np_fwd, patterns, midpoints,
           jac_work, vec_work, dense_work, grad, stats):
@@ -481,7 +480,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
     return STATUS_OK
 
 
-@_njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, mat, i8, i8, ivec, ivec, ivec, ivec,
+@njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, mat, i8, i8, ivec, ivec, ivec, ivec,
                 ivec, ivec, ivec, mat, ivec, vec, vec, ivec), cache=True)
 def sparse_adjoint_march(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max, Ap, Ai, Bp, Bi,
                          Rp, Ri, Rsel, X_mid, mid_index, lam, grad, stats):

@@ -42,8 +42,8 @@ from .midpoint import exp2_correct_sparse_into, exp2_correct_sparse_solved_into
 from .phi import exp_phi12_into, exp_phi123_into
 from .reduced import P_SLICES, R_SLICES, reduced_exp2_into
 from .codes import BRANCH_EXP, BRANCH_EXP2, METHOD_EXP2
-from .march import _copy_cols, _njit_quiet
-from .signatures import f8, i8vec, ivec, jacs_fn, mat, tens, vec, vector_fn
+from .march import _copy_cols
+from .signatures import f8, i8vec, ivec, jacs_fn, mat, njit_quiet, tens, vec, vector_fn
 
 i8 = types.int64
 
@@ -104,7 +104,7 @@ def gather_csr(M, indptr, indices, data):
     return ok
 
 
-@njit(types.boolean(jacs_fn, vector_fn, vector_fn, i8, f8, vec, vec, vec, ivec, ivec, ivec, ivec, vec, vec,
+@njit_quiet(types.boolean(jacs_fn, vector_fn, vector_fn, i8, f8, vec, vec, vec, ivec, ivec, ivec, ivec, vec, vec,
                     mat, mat), cache=True, _nrt=False)
 def _eval(jacs, jxd, jpd, gather, t, x, p, c, Ap, Ai, Bp, Bi, Ad, Bd, Adense, Bdense):
     if gather == 0:
@@ -311,7 +311,7 @@ _LAW_WORK = types.Tuple((mat, mat, mat, mat, pivot_vec, i8vec, vec, mat))
 _REDUCED_WORK = types.Tuple((ivec, ivec, ivec, ivec, mat, mat, tens, tens, tens, mat, tens, pivot_vec))
 
 
-@njit(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, i8, _PATTERNS, _OUTPUTS,
+@njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, i8, _PATTERNS, _OUTPUTS,
          _MIDPOINTS, _JAC_WORK, _ACTION_WORK, _DENSE_WORK, _LAW_WORK, _REDUCED_WORK), cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, dense_max, patterns, outputs, midpoints,
           jac_work, action_work, dense_work, law_work, reduced_work):
@@ -468,7 +468,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, dense_max, p
     return STATUS_OK
 
 
-@_njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
+@njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, mat, ivec, i8, ivec, ivec, ivec, ivec,
                 tens, i8vec, ivec, ivec, i8, ivec, ivec, ivec, mat, ivec, ivec, mat, ivec, mat, mat), cache=True)
 def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, Ai, Bp, Bi, S_out, branch,
                  n_int, stats, dense_max, Rp, Ri, Rsel, X_mid, mid_index, out_cols, Lm, dep, Kd, LDinv):
