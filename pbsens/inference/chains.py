@@ -169,7 +169,7 @@ def dispersed_starts(problem, chains, rng, *, method="exp2", scale=2.0, ridge=0.
     """
     post = UnboundedPosterior(problem.log_posterior(method=method, **(solver_options or {})), *problem.priors.support(),
                               ridge=ridge)
-    c = problem.nominal_theta() if center is None else np.asarray(center, dtype=np.float64)
+    c = problem.nominal_theta(finite=True) if center is None else np.asarray(center, dtype=np.float64)
     zc = post.transform.to_unbounded(c, margin=1e-6)
     lp, _, G = post.evaluate(zc)
     if not np.isfinite(lp):
@@ -419,7 +419,7 @@ def _start_points(problem, chains, theta0, transform, entropy, *, method, init_s
         z0, starts = dispersed_starts(problem, chains, rng0, method=method, scale=init_scale, ridge=ridge,
                                       center=theta0, solver_options=solver_options)
     elif theta0 is None:
-        starts = np.tile(problem.nominal_theta(), (chains, 1))
+        starts = np.tile(problem.nominal_theta(finite=True), (chains, 1))
     else:
         try:
             starts = np.array(theta0, dtype=np.float64)

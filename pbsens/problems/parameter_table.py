@@ -36,8 +36,9 @@ def estimated_parameters(par_df, files):
 def scaled_bounds(par_df, files, est_ids, scales):
     """``(lower, upper, nominal, no_nominal)`` of the estimated parameters on their scales.
 
-    Bounds must be finite (:class:`PetabError`); a nominal value that is not is NaN
-    and listed in ``no_nominal`` (where, for the warning).
+    Bounds must be finite (:class:`PetabError`); a nominal value of 0 on a log scale stays
+    ``-inf`` (the value 0, which :meth:`Problem.evaluate` accepts); any other nominal value
+    that is not finite is NaN and listed in ``no_nominal`` (where, for the warning).
     """
     from .priors import scale
 
@@ -53,7 +54,9 @@ def scaled_bounds(par_df, files, est_ids, scales):
         for name, arr in (("nominalValue", nominal), ("lowerBound", lower), ("upperBound", upper)):
             if math.isfinite(arr[k]):
                 continue
-            if name == "nominalValue":   # e.g. 0 on a log scale (Lang_PLOSComputBiol2024): loadable,
+            if name == "nominalValue" and arr[k] == -np.inf and scales[k] != 0:
+                continue                 # 0 on a log scale (Lang_PLOSComputBiol2024): the value 0
+            if name == "nominalValue":   # e.g. missing or negative on a log scale: loadable,
                 no_nominal.append(f"{_where(files, 'parameter', r, name)}: {pid!r} = {par_df.loc[pid, name]}")
                 nominal[k] = np.nan      # but theta must then be given (Problem._theta says so)
                 continue

@@ -178,7 +178,8 @@ class Problem:
     parameter_ids : list of str
         The estimated parameters (``estimate = 1``), in the parameter table's order.
     x_nominal : ndarray
-        Their nominal values on their ``parameterScale``.
+        Their nominal values on their ``parameterScale`` (``-inf`` for a nominal 0 on a log scale;
+        NaN where the table gives none).
     bounds : ndarray (d, 2)
         Lower and upper bounds on the parameter scale.
     scales : list of str
@@ -258,14 +259,21 @@ class Problem:
                 f"{len(self._plans)} conditions, {len(self._rows['measurement'])} measurements>")
 
     # ------------------------------------------------------------ evaluation
-    def nominal_theta(self):
-        """A copy of :attr:`x_nominal`; a :class:`PbsensError` naming the parameters whose
-        nominal value is not finite on their scale (a PEtab nominal of 0 on a log scale)."""
-        bad = [self.parameter_ids[i] for i in np.flatnonzero(~np.isfinite(self.x_nominal))]
+    def nominal_theta(self, finite=False):
+        """A copy of :attr:`x_nominal`. A PEtab nominal value of 0 on a log or log10 scale is
+        ``-inf`` on that scale: allowed (the parameter is 0, its gradient entry 0, as AMICI
+        evaluates such a nominal vector) unless ``finite`` (starting points of samplers); a
+        :class:`PbsensError` names every parameter whose nominal value is not allowed."""
+        ok = np.isfinite(self.x_nominal) if finite else self._allowed_values(self.x_nominal)
+        bad = [self.parameter_ids[i] for i in np.flatnonzero(~ok)]
         if bad:
             raise PbsensError(f"'theta' not given and the nominal value of {', '.join(map(repr, bad))} is not finite "
                               "on its scale (parameter table, nominalValue): pass theta explicitly")
         return self.x_nominal.copy()
+
+    def _allowed_values(self, th):
+        """Per entry of ``th``: finite, or ``-inf`` on a log/log10 scale (the value 0)."""
+        return np.isfinite(th) | ((th == -np.inf) & (np.asarray(self._scales) != 0))
 
     def _theta(self, theta):
         if theta is None:
@@ -277,8 +285,10 @@ class Problem:
         if th.size != self.dim:
             raise PbsensError(f"'theta' has {th.size} entries, the problem estimates {self.dim} "
                               f"({', '.join(self.parameter_ids)})")
-        if not np.all(np.isfinite(th)):
-            raise PbsensError(f"'theta' contains NaN or inf at {np.flatnonzero(~np.isfinite(th)).tolist()}")
+        bad = np.flatnonzero(~self._allowed_values(th))
+        if bad.size:
+            raise PbsensError(f"'theta' contains NaN or inf at {bad.tolist()} (only -inf on a log scale, "
+                              "the value 0, is allowed)")
         return th
 
     def evaluate(self, theta=None, *, sensitivities=True, method="exp2", cross_check=False, **solver_options):
