@@ -27,6 +27,7 @@ pytest.importorskip("libsbml")
 import pbsens                                   # noqa: E402
 import pbsens.petab as pbpetab                  # noqa: E402
 from pbsens.cli.main import main                # noqa: E402
+from pbsens.cli.petab import CROSS_CHECK_DISAGREES  # noqa: E402
 from pbsens.errors import CrossCheckWarning, PbsensError  # noqa: E402
 import oscillator_problem as osc                # noqa: E402
 
@@ -181,7 +182,7 @@ def test_cli_prints_the_report_and_writes_it(problems, tmp_path, capsys):
         os.chdir(old)
     captured = capsys.readouterr()
     text = captured.out
-    assert status == 0
+    assert status == CROSS_CHECK_DISAGREES == 3
     assert "cross-check: llh by rodas5p vs LSODA" in text
     assert "DISAGREE" in text and "cross-check: DISAGREEMENT" in text
     line = {ln.split()[0]: ln for ln in text.splitlines() if ln.strip().startswith(("c_fast", "c_slow", "pre:c_pre"))}
@@ -191,6 +192,14 @@ def test_cli_prints_the_report_and_writes_it(problems, tmp_path, capsys):
     data = json.loads(out.read_text())["cross_check"]
     assert data["agree"] is False
     assert [d["condition"] for d in data["disagreements"]] == ["c_fast"]
+
+
+def test_cli_exits_zero_when_every_condition_agrees(problems, capsys):
+    _, yaml = problems[True]
+    status = main(["petab", str(yaml), "--cross-check", "--no-gradient"])
+    text = capsys.readouterr().out
+    assert status == 0, text
+    assert "all conditions agree" in text
 
 
 def test_the_warning_names_the_preequilibration():

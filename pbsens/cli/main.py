@@ -51,7 +51,8 @@ def main(argv=None):
     -------
     int
         Exit status: 0 success, 1 rejected input or failed computation, 2 bad
-        command line, 130 interrupted, 141 (as a process ended by SIGPIPE) when
+        command line, 3 ``pbsens petab --cross-check`` found a disagreement (the report and
+        the warnings name the conditions), 130 interrupted, 141 (as a process ended by SIGPIPE) when
         the reader of stdout went away (``pbsens cache info | head -1``): quietly,
         without a traceback.
     """

@@ -18,6 +18,9 @@ from .common import (PLOT_EXT, add_force, add_out, add_plot, add_quiet, add_solv
 
 __all__ = ["add_parser", "run", "read_theta", "plot_fit"]
 
+#: Exit status of ``pbsens petab --cross-check`` when a condition disagrees (the report says which).
+CROSS_CHECK_DISAGREES = 3
+
 
 def add_parser(subparsers):
     """Add the ``petab`` subcommand to an ``argparse`` subparsers object."""
@@ -49,7 +52,8 @@ def add_parser(subparsers):
                     help="also cross-check every condition: its llh by the solver and by a second solver "
                          "(--reference-solver), its gradient by exp2 and by fs, each difference against the two "
                          "sides' error estimates (Problem.cross_check; several evaluations more); prints the "
-                         "report, warns naming each condition that disagrees (with --no-gradient: the llh only)")
+                         "report, warns naming each condition that disagrees (with --no-gradient: the llh only) and "
+                         f"then exits with status {CROSS_CHECK_DISAGREES} (after writing --out and --plot)")
     sp.add_argument("--reference-solver", default=DEFAULT_REFERENCE_SOLVER, choices=tuple(SOLVERS), metavar="S",
                     help=f"the second state solver of --cross-check (default {DEFAULT_REFERENCE_SOLVER})")
     add_out(sp, "write llh, chi2, gradient, FIM and timings as JSON", metavar="OUT", aliases=("--json",))
@@ -192,4 +196,4 @@ def run(args):
         plot_fit(problem, res, args.plot)
         say(args, f"wrote {args.plot}")
     sys.stdout.flush()
-    return 0
+    return CROSS_CHECK_DISAGREES if check is not None and not check.agree else 0
