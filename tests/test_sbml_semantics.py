@@ -15,7 +15,7 @@ import pytest
 
 libsbml = pytest.importorskip("libsbml")
 
-from pbsens.errors import SolverError
+from pbsens.errors import ModelError, SolverError, UnsupportedModelError
 from pbsens.model.library import model_from_spec
 from pbsens.model.sbml import read_sbml
 from pbsens.model.spec import Definition, ModelSpec, Quantity
@@ -204,6 +204,32 @@ def test_numbers_as_conditions(tmp_path, backend):
     ("01103", "l3v2"),    # a species reference's stoichiometry changed by a rate rule
     ("00068", "l2v5"),    # stoichiometryMath (SBML Level 2)
     ("01236", "l3v2"),    # a rate rule without math (no effect)
+    ("01271", "l3v2"),    # an unused function definition without math (no effect)
+    ("00959", "l3v2"),    # a dangling unit reference in the file (units do not enter the equations)
 ])
 def test_issue39_constructs_suite(tmp_path, case, level):
     _check_case(case, tmp_path, "tape", level)
+
+
+def test_non_finite_parameter_values_are_refused_by_name():
+    """Case 00951: constant parameters INF, -INF and NaN; pbsens writes no non-finite number into
+    a model, so the case is refused naming the parameter (not a generic error)."""
+    with pytest.raises(UnsupportedModelError, match="parameter 'P': non-finite number inf") as err:
+        read_sbml(sc.sbml_file(SUITE, "00951", "l3v2"))
+    assert ("non-finite number" in {k for k, _ in err.value.unsupported})
+
+
+def test_function_definition_without_math_is_reported_and_refused_when_called(tmp_path):
+    """An empty function definition is ignored with a warning (case 01271); a call of one is a
+    ModelError naming the function."""
+    src = open(sc.sbml_file(SUITE, "01271", "l3v2")).read()
+    with pytest.warns(UserWarning, match="function definition without math 'foo'"):
+        read_sbml(sc.sbml_file(SUITE, "01271", "l3v2"))
+    assert "<initialAssignment" not in src
+    called = src.replace("</listOfParameters>", "</listOfParameters><listOfInitialAssignments>"
+                         "<initialAssignment symbol=\"p1\"><math xmlns=\"http://www.w3.org/1998/Math/MathML\">"
+                         "<apply><ci> foo </ci></apply></math></initialAssignment></listOfInitialAssignments>")
+    path = tmp_path / "called.xml"
+    path.write_text(called)
+    with pytest.raises(ModelError, match="unknown function 'foo'"):
+        read_sbml(str(path))

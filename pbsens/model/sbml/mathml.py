@@ -43,12 +43,19 @@ def _wrap(item, below):
     return f"({s})" if p < below else s
 
 
-def read_function_definitions(L, model, source):
-    """``{id: (bvar names, body ASTNode)}`` of a libsbml ``Model``'s function definitions."""
+def read_function_definitions(L, model, source, empty=None):
+    """``{id: (bvar names, body ASTNode)}`` of a libsbml ``Model``'s function definitions.
+
+    A definition without math (SBML Level 3 Version 2 allows it; test-suite case 01271) is left
+    out and its id appended to ``empty`` when given (a call of it is then an unknown function,
+    :class:`ModelError`), else refused; any other math that is not a lambda is refused."""
     fdefs = {}
     for i in range(model.getNumFunctionDefinitions()):
         fd = model.getFunctionDefinition(i)
         lam = fd.getMath()
+        if lam is None and empty is not None:
+            empty.append(fd.getId())
+            continue
         if lam is None or lam.getType() != L.AST_LAMBDA:
             raise ModelError(f"{source}: function definition {fd.getId()!r} has no lambda")
         nch = lam.getNumChildren()
@@ -274,7 +281,8 @@ class MathToDialect:
     def _call(self, node, kids, resolve, where, stack):
         name = node.getName()
         if name not in self.fdefs:
-            raise ModelError(f"{where}: call of unknown function {name!r}")
+            raise ModelError(f"{where}: call of unknown function {name!r} (or of a function definition "
+                             "without math)")
         if name in stack:
             raise ModelError(f"{where}: function definition {name!r} calls itself")
         bvars, body = self.fdefs[name]

@@ -90,7 +90,7 @@ def read_sbml(path, parameters=None) -> ModelSpec:
         raise ModelError(f"{source} contains no <model>")
     reader = SbmlReader(L, doc, source, path)
     reader.scan()
-    check_consistency(L, doc, source, "is not valid SBML")
+    check_consistency(L, doc, source, "is not valid SBML", reader.ignored)
     reader.raise_unsupported()
     return reader.build(parameters)
 
@@ -107,7 +107,9 @@ class SbmlReader:
         self.unsupported: list = []
         self.ignored: list = []
         self.time_names: set = set()
-        self.fdefs = read_function_definitions(L, self.m, source)
+        empty = []
+        self.fdefs = read_function_definitions(L, self.m, source, empty)
+        self.ignored.extend(("function definition without math", f) for f in empty)
         self.walker = MathToDialect(L, self.fdefs, "t")
         self.walker.rate_of = lambda ident: rate_of(self, ident, initial=False)
         self.amounts = {}         # species id -> spec name of its amount state (non-constant compartments)

@@ -23,7 +23,7 @@ import heapq
 import math
 import re
 
-from ...errors import ModelError
+from ...errors import ModelError, UnsupportedModelError
 from ..dialect import eval_numeric, names_in, number_text
 from ..spec import Definition
 from .compartments import compartment_size, species_initial
@@ -75,7 +75,10 @@ def constant_value(ctx, key, kind):
     if kind == "parameter":
         p = ctx.params[key]
         v = p.getValue()
-        if not p.isSetValue() or not math.isfinite(v):
+        if p.isSetValue() and not math.isfinite(v):       # INF, -INF, NaN (test-suite case 00951)
+            where = f"{ctx.src}: parameter {key!r}"
+            raise UnsupportedModelError(f"{where}: non-finite number {v}", [("non-finite number", where)])
+        if not p.isSetValue():
             raise ModelError(f"{ctx.src}: parameter {key!r} has no value (and no rule or initial "
                              f"assignment sets it)")
         return float(v)
