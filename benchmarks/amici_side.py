@@ -154,6 +154,8 @@ def run_petab(args):
             solver.set_relative_tolerance(args.rtol)
         if args.atol is not None:
             solver.set_absolute_tolerance(args.atol)
+        if args.max_steps:
+            solver.set_max_steps(args.max_steps)
         solver.set_sensitivity_order(order)
         if method is not None:
             solver.set_sensitivity_method(method)
@@ -343,6 +345,8 @@ def build_parser():
     pp.add_argument("--modes", nargs="+", choices=["llh", "forward", "adjoint"],
                     default=["llh", "forward", "adjoint"],
                     help="which runs to make (default all three; benchmarks/collection.py needs only llh)")
+    pp.add_argument("--max-steps", type=int, default=None,
+                    help="CVODES's step limit per output interval (default: AMICI's, 10000)")
     pp.add_argument("--theta-file", default=None,
                     help="JSON {parameter id: value on its scale}: also report llh and gradient there "
                          "(parameters not given stay nominal)")

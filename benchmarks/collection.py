@@ -445,9 +445,11 @@ def _git_head():
         return None
 
 
-def amici_llh(yaml_path, amici_python_path, timeout):
+def amici_llh(yaml_path, amici_python_path, timeout, max_steps=None):
     """AMICI 1.1's llh at the nominal parameters (``amici_side.py petab --modes llh``), as a dict
-    (``llh``, ``status``, ``import_seconds``, ``compiled_now``, ``seconds``), or ``None`` without AMICI."""
+    (``llh``, ``status``, ``import_seconds``, ``compiled_now``, ``seconds``), or ``None`` without AMICI.
+    ``max_steps``: CVODES's step limit (``--max-steps``; default AMICI's 10000, which Lang's long
+    time span exceeds)."""
     try:
         from amici_bridge import amici_python, run_amici
     except ImportError:
@@ -458,7 +460,8 @@ def amici_llh(yaml_path, amici_python_path, timeout):
     for key, tol in (("default", []), ("tight", ["--rtol", str(AMICI_TIGHT[0]), "--atol", str(AMICI_TIGHT[1])])):
         t0 = time.perf_counter()
         try:
-            res = run_amici(["petab", str(yaml_path), "--modes", "llh", "--repeats", "1", *tol],
+            steps = ["--max-steps", str(max_steps)] if max_steps else []
+            res = run_amici(["petab", str(yaml_path), "--modes", "llh", "--repeats", "1", *tol, *steps],
                             amici_python_path, timeout=timeout, quiet=True)
         except subprocess.TimeoutExpired:
             out[key] = {"status": f"timeout after {timeout:g} s", "llh": None, "seconds": time.perf_counter() - t0}
@@ -469,7 +472,7 @@ def amici_llh(yaml_path, amici_python_path, timeout):
         run = res["runs"].get("llh", {})
         out[key] = {"status": run.get("status", "missing") if not run.get("error") else run["error"][:300],
                     "llh": run.get("llh") if run.get("status") == "ok" else None,
-                    "solver": {k: (run.get("solver") or {}).get(k) for k in ("rtol", "atol")},
+                    "solver": {k: (run.get("solver") or {}).get(k) for k in ("rtol", "atol", "max_steps")},
                     "failures": run.get("failures", [])[:3], "import_seconds": res.get("import_seconds"),
                     "compiled_now": res.get("model_compiled_now"), "seconds": time.perf_counter() - t0,
                     "version": (res.get("environment") or {}).get("amici_version")}
@@ -501,7 +504,7 @@ def run_problem(name, a):
         rec["status"], rec["status_detail"] = classify(rec)
         _write_json(out, rec)
         return rec
-    am = amici_llh(yaml_path, a.amici_python, a.amici_timeout or a.timeout)
+    am = amici_llh(yaml_path, a.amici_python, a.amici_timeout or a.timeout, a.amici_max_steps)
     if am is not None:
         rec["amici"] = am
         rec["references"]["amici"] = am.get("llh")
@@ -617,6 +620,8 @@ def build_parser():
     ap.add_argument("--amici-python", default=None,
                     help="Python of an environment with AMICI (default: $PBSENS_AMICI_PYTHON; else no AMICI)")
     ap.add_argument("--amici-timeout", type=float, default=None, help="seconds for AMICI (default --timeout)")
+    ap.add_argument("--amici-max-steps", type=int, default=None,
+                    help="CVODES's step limit for AMICI's llh (default AMICI's 10000; the record keeps it)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--yaml", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", default=None, help=argparse.SUPPRESS)
