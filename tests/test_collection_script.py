@@ -231,26 +231,11 @@ BLOW_DATA = ((0.5, 1.5), (1.0, 2.0), (1.5, 4.5), (1.9, 5.0))
 
 
 def _blowup_petab(folder):
-    libsbml = pytest.importorskip("libsbml")
-    from petab_files import write_problem_yaml
+    pytest.importorskip("libsbml")
+    from petab_files import write_one_species_sbml, write_problem_yaml
     folder.mkdir()
-    doc = libsbml.SBMLDocument(3, 1)
-    m = doc.createModel()
-    m.setId("blowup")
-    c = m.createCompartment()
-    c.setId("c"); c.setSize(1.0); c.setConstant(True)                          # noqa: E702
-    s = m.createSpecies()
-    s.setId("x"); s.setCompartment("c"); s.setInitialAmount(1.0)              # noqa: E702
-    s.setHasOnlySubstanceUnits(True); s.setBoundaryCondition(False); s.setConstant(False)  # noqa: E702
-    for pid, v in (("k", BLOW_K), ("a", BLOW_A), ("b", BLOW_B)):
-        p = m.createParameter()
-        p.setId(pid); p.setValue(v); p.setConstant(True)                       # noqa: E702
-    r = m.createReaction()
-    r.setId("grow"); r.setReversible(False); r.setFast(False)                 # noqa: E702
-    pr = r.createProduct()
-    pr.setSpecies("x"); pr.setStoichiometry(1.0); pr.setConstant(True)        # noqa: E702
-    r.createKineticLaw().setMath(libsbml.parseL3Formula("k * x * x"))
-    libsbml.writeSBMLToFile(doc, str(folder / "model.xml"))
+    write_one_species_sbml(folder / "model.xml", "blowup", {"k": BLOW_K, "a": BLOW_A, "b": BLOW_B}, "k * x * x",
+                           species="x", initial=1.0, level=(3, 1))
     (folder / "conditions.tsv").write_text("conditionId\nc0\n")
     (folder / "observables.tsv").write_text(f"observableId\tobservableFormula\tnoiseFormula\ny\ta * x + b\t{BLOW_SIGMA}\n")
     (folder / "parameters.tsv").write_text(

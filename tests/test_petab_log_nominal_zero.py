@@ -15,34 +15,18 @@ import numpy as np
 import pytest
 
 pytest.importorskip("petab")
-libsbml = pytest.importorskip("libsbml")
+pytest.importorskip("libsbml")
 
 import pbsens.petab as pbpetab        # noqa: E402
 from pbsens.errors import PbsensError  # noqa: E402
-from petab_files import write_problem_yaml  # noqa: E402
+from petab_files import write_one_species_sbml, write_problem_yaml  # noqa: E402
 
 SIGMA, B = 0.5, 0.5
 DATA = ((1.0, 0.7), (2.0, 0.9), (3.0, 1.7))
 
 
 def _write(folder):
-    doc = libsbml.SBMLDocument(3, 2)
-    m = doc.createModel()
-    m.setId("log_zero")
-    c = m.createCompartment()
-    c.setId("cell"); c.setSize(1.0); c.setConstant(True)                      # noqa: E702
-    s = m.createSpecies()
-    s.setId("X"); s.setCompartment("cell"); s.setHasOnlySubstanceUnits(True)  # noqa: E702
-    s.setBoundaryCondition(False); s.setConstant(False); s.setInitialAmount(0.0)  # noqa: E702
-    for pid, val in (("a", 1.0), ("b", 1.0), ("c", 1.0)):
-        p = m.createParameter()
-        p.setId(pid); p.setConstant(True); p.setValue(val)                    # noqa: E702
-    r = m.createReaction()
-    r.setId("make_X"); r.setReversible(False)                                 # noqa: E702
-    prod = r.createProduct()
-    prod.setSpecies("X"); prod.setStoichiometry(1.0); prod.setConstant(True)  # noqa: E702
-    r.createKineticLaw().setMath(libsbml.parseL3Formula("a + b"))
-    libsbml.writeSBMLToFile(doc, str(folder / "model.xml"))
+    write_one_species_sbml(folder / "model.xml", "log_zero", {"a": 1.0, "b": 1.0, "c": 1.0}, "a + b")
     (folder / "conditions.tsv").write_text("conditionId\nc0\n")
     (folder / "observables.tsv").write_text(f"observableId\tobservableFormula\tnoiseFormula\ny\tX\t{SIGMA}\n")
     (folder / "parameters.tsv").write_text(
