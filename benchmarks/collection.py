@@ -279,6 +279,7 @@ def _exception_record(exc, stage):
 
 def run_worker(a):
     """Measure one problem; write its record to ``a.json`` after every stage."""
+    fd_options = dict(FD, rtol=a.fd_rtol, atol=a.fd_atol)
     t_start = time.perf_counter()
     rec = json.loads(Path(a.json).read_text()) if Path(a.json).is_file() else {}
     rec.update(problem=a.worker, stage="start", references=rec.get("references") or {})
@@ -324,7 +325,7 @@ def run_worker(a):
                       "options": "evaluate() defaults (rodas5p, rtol 1e-8, atol 1e-10)"}
         save()
         t0 = time.perf_counter()
-        rec["llh"]["value_fd_options"] = float(problem.llh(**FD))
+        rec["llh"]["value_fd_options"] = float(problem.llh(**fd_options))
         t_fd = time.perf_counter() - t0
         rec["llh"]["fd_options_s"] = t_fd
         label, ref = choose_reference(rec["references"])
@@ -376,7 +377,7 @@ def run_worker(a):
                     idx = list(range(problem.dim))
                 save()
                 t0 = time.perf_counter()
-                g_fd = central_differences(lambda x: problem.llh(x, **FD), theta, idx, STEP)
+                g_fd = central_differences(lambda x: problem.llh(x, **fd_options), theta, idx, STEP)
                 break
             except SolverError as exc:
                 grad.setdefault("failed_at", []).append(
@@ -387,7 +388,7 @@ def run_worker(a):
                     grad.pop(m, None)
                 if shift == shifts[-1]:
                     raise
-        grad["fd"] = {"seconds": time.perf_counter() - t0, "step": STEP, "options": FD,
+        grad["fd"] = {"seconds": time.perf_counter() - t0, "step": STEP, "options": fd_options,
                       "max_abs": float(np.max(np.abs(g_fd))), "n_coordinates": len(idx)}
         if "spot_check" in grad:
             grad["fd"]["values"] = g_fd.tolist()
@@ -407,7 +408,7 @@ def run_worker(a):
             else:
                 stage("finite differences, half step")
                 t0 = time.perf_counter()
-                g_half = central_differences(lambda x: problem.llh(x, **FD), theta, idx, STEP / 2)
+                g_half = central_differences(lambda x: problem.llh(x, **fd_options), theta, idx, STEP / 2)
                 g_rich = richardson(g_fd, g_half)
                 grad["fd_richardson"] = {"seconds": time.perf_counter() - t0, "steps": [STEP, STEP / 2],
                                          "fd_step_error": rel_err_max(g_fd, g_rich)}
@@ -514,7 +515,7 @@ def run_problem(name, a):
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--yaml", str(yaml_path),
                "--json", str(out), "--timeout", str(a.timeout), "--skip-gradient-above",
                str(a.skip_gradient_above), "--repeats", str(a.repeats), "--fd-seed", str(a.fd_seed),
-               "--shifts", *[repr(x) for x in a.shifts]]
+               "--shifts", *[repr(x) for x in a.shifts], "--fd-rtol", repr(a.fd_rtol), "--fd-atol", repr(a.fd_atol)]
         if a.fd_coordinates is not None:
             cmd += ["--fd-coordinates", str(a.fd_coordinates)]
         env = {**os.environ, "PBSENS_CACHE_DIR": cache}
@@ -609,6 +610,10 @@ def build_parser():
                     help="spot check: central FD on K coordinates only (half of largest |fs gradient|, half "
                          f"seeded random); default: every coordinate when that fits the timeout, else up to {AUTO_SPOT}")
     ap.add_argument("--fd-seed", type=int, default=SPOT_SEED, help="seed of the random coordinates of a spot check")
+    ap.add_argument("--fd-rtol", type=float, default=FD["rtol"],
+                    help=f"rtol of the llh evaluations of the FD reference (default {FD['rtol']:g}; Lang needs "
+                         "more than 1e5 Rodas5P steps at 1e-12; the record keeps the options)")
+    ap.add_argument("--fd-atol", type=float, default=FD["atol"], help=f"their atol (default {FD['atol']:g})")
     ap.add_argument("--shifts", type=float, nargs="+", default=[SHIFT, -SHIFT],
                     help="gradient check at x_nominal + shift (parameter scale), the next shift when a solver "
                          "fails at one (default: 0.1 -0.1)")
