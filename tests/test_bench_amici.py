@@ -124,3 +124,46 @@ def test_side_script_does_not_import_pbsens():
     text = (BENCH / "amici_side.py").read_text()
     assert "import pbsens" not in text and "from pbsens" not in text
     assert os.path.exists(bridge.SIDE_SCRIPT)
+
+
+common = _load("amici_common")
+
+
+def test_benchmark_settings_are_amicis_own_benchmark_tests():
+    # AMICI's tests/benchmark_models/test_petab_benchmark.py: rtol = atol = 1e-8, Brannmark and
+    # Isensee with steady-state sensitivities by integration; pyPESTO: likelihood-only ReturnData
+    b = common.petab_settings("benchmark", "Boehm_JProteomeRes2014")
+    assert (b["rtol"], b["atol"], b["steady_state_integration"], b["reporting"]) == (1e-8, 1e-8, False, "likelihood")
+    assert common.petab_settings("benchmark", "Brannmark_JBC2010")["steady_state_integration"] is True
+    d = common.petab_settings("defaults", "Brannmark_JBC2010")
+    assert (d["rtol"], d["atol"], d["steady_state_integration"], d["reporting"]) == (None, None, False, "full")
+
+
+def test_explicit_tolerances_and_steady_state_mode_win():
+    s = common.petab_settings("benchmark", "Boehm_JProteomeRes2014", rtol=1e-5, atol=1e-6, steady_state="integration")
+    assert (s["rtol"], s["atol"], s["steady_state_integration"]) == (1e-5, 1e-6, True)
+    s = common.petab_settings("benchmark", "Brannmark_JBC2010", steady_state="default")
+    assert s["steady_state_integration"] is False
+    assert common.petab_settings("defaults", "x", atol=1e-8)["atol"] == 1e-8
+
+
+@pytest.mark.parametrize("kw", [dict(settings="fast"), dict(steady_state="newton")])
+def test_bad_settings_are_named(kw):
+    args = dict(settings="benchmark", problem_id="p") | kw
+    with pytest.raises(ValueError, match=list(kw)[0]):
+        common.petab_settings(**args)
+
+
+def test_pick_matched_takes_the_fastest_point_within_the_error():
+    bench = _load("bench_petab")
+    pts = [dict(tol=1e-6, seconds=0.010, grad_err=1e-7), dict(tol=1e-5, seconds=0.008, grad_err=2e-3),
+           dict(tol=1e-4, seconds=0.007, grad_err=5e-4), dict(tol=1e-3, seconds=None, grad_err=None),
+           dict(tol=1e-7, seconds=0.012, grad_err=float("nan"))]
+    # the error is not monotone in the tolerance: 1e-4 passes where 1e-5 does not
+    assert bench.pick_matched(pts, 1e-3)["tol"] == 1e-4
+    assert bench.pick_matched(pts, 1e-6)["tol"] == 1e-6
+    assert bench.pick_matched(pts, 1e-8) is None
+    assert bench.pick_matched(pts, float("nan")) is None
+    # equal times: the looser tolerance
+    assert bench.pick_matched([dict(tol=1e-6, seconds=0.01, grad_err=0.0),
+                               dict(tol=1e-5, seconds=0.01, grad_err=0.0)], 1.0)["tol"] == 1e-5
