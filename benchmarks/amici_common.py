@@ -46,7 +46,8 @@ def petab_settings(settings, problem_id, rtol=None, atol=None, steady_state="aut
     by integration for the problems in :data:`INTEGRATION_ONLY` (``steady_state="auto"``), and the
     ReturnData reduced to llh and gradient (``reporting="likelihood"``, pyPESTO's AmiciObjective
     for function values and gradients). ``settings="defaults"``: AMICI's Solver and Model defaults
-    (rtol 1e-8, atol 1e-16, Newton steady-state sensitivities, full ReturnData). An explicit
+    (rtol 1e-8, atol 1e-16, the model's steady-state sensitivity mode, full ReturnData; AMICI 1.1's
+    model default is already integration only, so the mode differs only in older AMICI). An explicit
     ``rtol``/``atol`` wins over either; ``steady_state`` is ``"auto"``, ``"integration"`` or
     ``"default"``. Keys: ``rtol``, ``atol`` (None: AMICI's default), ``steady_state_integration``
     (bool), ``reporting`` (``"likelihood"`` or ``"full"``).

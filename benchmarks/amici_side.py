@@ -48,7 +48,7 @@ Modes
     collection (tests/benchmark_models/test_petab_benchmark.py) and as pyPESTO
     runs it: CVODES BDF with AMICI's default KLU linear solver, rtol 1e-8, atol
     1e-8, steady-state sensitivities by integration for Brannmark_JBC2010 and
-    Isensee_JCB2018, ReturnData reduced to llh and gradient
+    Isensee_JCB2018 (AMICI 1.1's model default already), ReturnData reduced to llh and gradient
     (``RDataReporting.likelihood``); ``defaults``: AMICI's Solver defaults (rtol
     1e-8, atol 1e-16, full ReturnData). ``--rtol``/``--atol`` override either.
     AMICI's atol 1e-16 doubles the CVODES steps on Boehm_JProteomeRes2014 (1.7x
@@ -394,7 +394,7 @@ def build_parser():
     pp.add_argument("--atol", type=float, default=None, help="overrides --settings")
     pp.add_argument("--steady-state-sensitivity", choices=("auto", "integration", "default"), default="auto",
                     help="auto: by integration for the problems AMICI's benchmark tests name (--settings "
-                         "benchmark only); integration; default: AMICI's (Newton)")
+                         "benchmark only); integration; default: the model's (integration only in AMICI 1.1)")
     pp.add_argument("--modes", nargs="+", choices=["llh", "forward", "adjoint"],
                     default=["llh", "forward", "adjoint"],
                     help="which runs to make (default all three; benchmarks/collection.py needs only llh)")
