@@ -167,3 +167,40 @@ def test_pick_matched_takes_the_fastest_point_within_the_error():
     # equal times: the looser tolerance
     assert bench.pick_matched([dict(tol=1e-6, seconds=0.01, grad_err=0.0),
                                dict(tol=1e-5, seconds=0.01, grad_err=0.0)], 1.0)["tol"] == 1e-5
+
+
+def _am(proc_fwd, err_fwd, proc_adj=0.04, best=None):
+    keys = ("llh", "llh+grad", "llh+grad adjoint")
+    return {"llh": 0.001, "llh+grad": 0.02, "llh+grad adjoint": 0.05,
+            "proc": {"llh": 0.001, "llh+grad": proc_fwd, "llh+grad adjoint": proc_adj},
+            "cpu": dict.fromkeys(keys, 0.001), "wall_petab": {"llh": 0.1, "llh+grad": None, "llh+grad adjoint": 0.2},
+            "status": dict.fromkeys(keys, "ok"), "grad_err": {"llh+grad": err_fwd, "llh+grad adjoint": 1e-6},
+            "llh_value": -1.5, "rtol": 1e-8, "atol": 1e-8, "defaults": None,
+            "matched": {"points": [], "best": best}}
+
+
+def test_against_row_divides_amici_by_exp2_on_cpu_time():
+    bench = _load("bench_petab")
+    rows = [{"method": "exp2", "c_grad": 0.010, "grad_err": 1e-5}, {"method": "fs", "c_grad": 0.5, "grad_err": 1e-8}]
+    best = {"tol": 1e-6, "seconds": 0.025, "solver_seconds": 0.02, "wall": 0.03, "grad_err": 2e-6}
+    line = bench.against_rows("P", rows, _am(0.050, 1e-7, best=best))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[3] == "**5.0x**" and cells[5] == "**2.5x**" and cells[7] == "**4.0x**"
+    assert "rtol = atol 1e-06: 25.0 ms" in cells[4]
+    failed = _am(None, None)
+    failed["status"]["llh+grad"] = "AMICI_ERR_FAILURE in 3 of 6 conditions"
+    cells = [c.strip() for c in bench.against_rows("P", rows, failed).strip("|").split("|")]
+    assert cells[2].startswith("failed (AMICI_ERR_FAILURE") and cells[3] == ""
+    assert cells[4].startswith("none of the tolerances")
+
+
+def test_amici_rows_without_simulate_petab_timing_and_with_the_extra_rows():
+    bench = _load("bench_petab")
+    am = _am(0.05, 1e-7, best={"tol": 1e-7, "seconds": 0.03, "solver_seconds": 0.02, "wall": 0.04, "grad_err": 1e-7})
+    am["defaults"] = _am(0.1, 2e-7)
+    am["defaults"]["atol"] = 1e-16
+    lines = bench.amici_rows("P", am)
+    assert len(lines) == 4
+    assert "20.0 (process 50.0" in lines[0] and "[" not in lines[0].split("|")[6]   # no simulate_petab time
+    assert "Solver defaults" in lines[2] and "1e-08, 1e-16" in lines[2]
+    assert "matched accuracy" in lines[3] and "process 30.0" in lines[3]
