@@ -28,9 +28,10 @@ DEFAULT_CACHE = HERE / ".amici_cache"
 #: (AMICI's tests/benchmark_models/test_petab_benchmark.py, ``test_nominal_parameters_llh``;
 #: ``pypesto_side.py`` uses them too). AMICI's Solver defaults are rtol 1e-8, atol 1e-16: the
 #: absolute tolerance of 1e-16 makes CVODES resolve states near zero to 1e-8 relative accuracy,
-#: which on Boehm_JProteomeRes2014 doubles the steps (888 vs 434) and costs 1.7x the time of the
-#: forward-sensitivity gradient for the same gradient error against finite differences (4.9e-7 vs
-#: 4.5e-7; docs/PERFORMANCE.md, "PEtab problems").
+#: which on Boehm_JProteomeRes2014 doubles the steps (888 vs 434) and costs 1.7-2.0x the time of
+#: the forward-sensitivity gradient for the same gradient error against finite differences (4.9e-7
+#: vs 4.5e-7), 3.2x on Bachmann_MSB2011, and makes the forward sensitivities fail on
+#: Fujita_SciSignal2010 (docs/PERFORMANCE.md, "PEtab problems"; benchmarks/amici_paths.py).
 BENCHMARK_TOLERANCES = (1e-8, 1e-8)
 #: problems whose steady-state sensitivities AMICI's benchmark tests compute by integration only
 INTEGRATION_ONLY = ("Brannmark_JBC2010", "Isensee_JCB2018")

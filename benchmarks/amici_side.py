@@ -51,7 +51,7 @@ Modes
     Isensee_JCB2018 (AMICI 1.1's model default already), ReturnData reduced to llh and gradient
     (``RDataReporting.likelihood``); ``defaults``: AMICI's Solver defaults (rtol
     1e-8, atol 1e-16, full ReturnData). ``--rtol``/``--atol`` override either.
-    AMICI's atol 1e-16 doubles the CVODES steps on Boehm_JProteomeRes2014 (1.7x
+    AMICI's atol 1e-16 doubles the CVODES steps on Boehm_JProteomeRes2014 (1.7-2x
     the forward-gradient time at the same gradient error) and makes its forward
     sensitivities fail on Fujita_SciSignal2010 (``amici_common.BENCHMARK_TOLERANCES``).
     A failed simulation (a CVODES error) is recorded in ``status``/``failures``
