@@ -24,6 +24,48 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_CACHE = HERE / ".amici_cache"
 
 
+#: the tolerances (rtol, atol) AMICI's own benchmark tests time the PEtab benchmark collection with
+#: (AMICI's tests/benchmark_models/test_petab_benchmark.py, ``test_nominal_parameters_llh``;
+#: ``pypesto_side.py`` uses them too). AMICI's Solver defaults are rtol 1e-8, atol 1e-16: the
+#: absolute tolerance of 1e-16 makes CVODES resolve states near zero to 1e-8 relative accuracy,
+#: which on Boehm_JProteomeRes2014 doubles the steps (888 vs 434) and costs 1.7-2.0x the time of
+#: the forward-sensitivity gradient for the same gradient error against finite differences (4.9e-7
+#: vs 4.5e-7), 3.2x on Bachmann_MSB2011, and makes the forward sensitivities fail on
+#: Fujita_SciSignal2010 (docs/PERFORMANCE.md, "PEtab problems"; benchmarks/amici_paths.py).
+BENCHMARK_TOLERANCES = (1e-8, 1e-8)
+#: problems whose steady-state sensitivities AMICI's benchmark tests compute by integration only
+INTEGRATION_ONLY = ("Brannmark_JBC2010", "Isensee_JCB2018")
+#: ``--settings`` of ``amici_side.py petab``
+SETTINGS = ("benchmark", "defaults")
+
+
+def petab_settings(settings, problem_id, rtol=None, atol=None, steady_state="auto"):
+    """The AMICI solver settings of one ``amici_side.py petab`` run, as a dict (pure Python).
+
+    ``settings="benchmark"`` (the default of the timing runs): AMICI at its best as its own benchmark
+    tests and pyPESTO run it: rtol and atol :data:`BENCHMARK_TOLERANCES`, steady-state sensitivities
+    by integration for the problems in :data:`INTEGRATION_ONLY` (``steady_state="auto"``), and the
+    ReturnData reduced to llh and gradient (``reporting="likelihood"``, pyPESTO's AmiciObjective
+    for function values and gradients). ``settings="defaults"``: AMICI's Solver and Model defaults
+    (rtol 1e-8, atol 1e-16, the model's steady-state sensitivity mode, full ReturnData; AMICI 1.1's
+    model default is already integration only, so the mode differs only in older AMICI). An explicit
+    ``rtol``/``atol`` wins over either; ``steady_state`` is ``"auto"``, ``"integration"`` or
+    ``"default"``. Keys: ``rtol``, ``atol`` (None: AMICI's default), ``steady_state_integration``
+    (bool), ``reporting`` (``"likelihood"`` or ``"full"``).
+    """
+    if settings not in SETTINGS:
+        raise ValueError(f"settings must be one of {SETTINGS}, not {settings!r}")
+    if steady_state not in ("auto", "integration", "default"):
+        raise ValueError(f"steady_state must be 'auto', 'integration' or 'default', not {steady_state!r}")
+    bench = settings == "benchmark"
+    tol = BENCHMARK_TOLERANCES if bench else (None, None)
+    ss = steady_state == "integration" or (
+        steady_state == "auto" and bench and any(str(problem_id).startswith(p) for p in INTEGRATION_ONLY))
+    return {"settings": settings, "rtol": tol[0] if rtol is None else float(rtol),
+            "atol": tol[1] if atol is None else float(atol), "steady_state_integration": bool(ss),
+            "reporting": "likelihood" if bench else "full"}
+
+
 # --------------------------------------------------------------------------- helpers
 
 def _amici():

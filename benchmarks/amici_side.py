@@ -19,13 +19,16 @@ Modes
     two ways, medians over ``N`` repeats after one warm-up:
 
     * ``wall_ms``: ``amici.sim.sundials.run_simulations`` on ExpData objects
-      prepared once (parameters filled in), i.e. the compiled simulations of all
-      conditions with per-condition llh and its gradient w.r.t. the model's
-      parameters, no PEtab bookkeeping;
+      filled once with the nominal parameters (as pyPESTO's objective does:
+      ``plist`` holds only the model parameters behind estimated ones; the
+      lengths are ``plist_lengths``), i.e. the compiled simulations of all
+      conditions with per-condition llh and its gradient, no PEtab bookkeeping,
+      the repeats back to back, one thread;
     * ``wall_petab_ms``: the public one-call entry
       ``amici.sim.sundials.petab.v1.simulate_petab`` with those ExpData objects
       (it rebuilds the parameter mapping and maps the gradient to the PEtab
-      parameters on their scale in Python on every call);
+      parameters on their scale in Python on every call), timed apart, over
+      ``--petab-repeats`` (default ``--repeats``; 0: not timed, null);
     * ``process_cpu_ms``: the CPU time of this process over that same
       ``run_simulations`` call (``time.process_time``: AMICI is single-threaded
       here, so this is what the wall time would be on an idle machine; on a
@@ -40,10 +43,19 @@ Modes
     run), so that the caller can check AMICI's gradient against its own finite
     differences away from the optimum.
 
-    Solver: AMICI's defaults (CVODES BDF, dense direct linear solver, rtol 1e-8,
-    atol 1e-16, unless ``--rtol``/``--atol``). A failed simulation (a CVODES
-    error: forward sensitivities fail on Fujita_SciSignal2010) is recorded in
-    ``status``/``failures`` and the run goes on.
+    Solver (``--settings``, recorded in ``settings``): ``benchmark`` (default),
+    AMICI at its best as its own benchmark tests time the PEtab benchmark
+    collection (tests/benchmark_models/test_petab_benchmark.py) and as pyPESTO
+    runs it: CVODES BDF with AMICI's default KLU linear solver, rtol 1e-8, atol
+    1e-8, steady-state sensitivities by integration for Brannmark_JBC2010 and
+    Isensee_JCB2018 (AMICI 1.1's model default already), ReturnData reduced to llh and gradient
+    (``RDataReporting.likelihood``); ``defaults``: AMICI's Solver defaults (rtol
+    1e-8, atol 1e-16, full ReturnData). ``--rtol``/``--atol`` override either.
+    AMICI's atol 1e-16 doubles the CVODES steps on Boehm_JProteomeRes2014 (1.7-2x
+    the forward-gradient time at the same gradient error) and makes its forward
+    sensitivities fail on Fujita_SciSignal2010 (``amici_common.BENCHMARK_TOLERANCES``).
+    A failed simulation (a CVODES error) is recorded in ``status``/``failures``
+    and the run goes on.
 
 ``sbml FILE --t-eval T0 T1 ... --rtol R [R ...] --atol A [A ...] --repeats N --out JSON``
     Forward sensitivities ``S[k, i, j] = dx_i(t_k)/dp_j`` of every state with
@@ -87,12 +99,12 @@ from pathlib import Path
 
 try:  # run as a script (how AMICI's Python runs it): the script's folder is on sys.path
     import amici_side_fs
-    from amici_common import (DEFAULT_CACHE, _amici, _digest, _encode, _environment, _floats, _import_petab,
+    from amici_common import (DEFAULT_CACHE, SETTINGS, _amici, petab_settings, _digest, _encode, _environment, _floats, _import_petab,
                               _median, _messages, _module_name, _num, _pairs, _quiet_amici_logs, _shown_path,
                               _solver_settings, _status_text, _timed_runs, _to_sbml_ids, _write)
 except ImportError:  # import benchmarks.amici_side
     from benchmarks import amici_side_fs
-    from benchmarks.amici_common import (DEFAULT_CACHE, _amici, _digest, _encode, _environment, _floats,
+    from benchmarks.amici_common import (DEFAULT_CACHE, SETTINGS, _amici, petab_settings, _digest, _encode, _environment, _floats,
                                          _import_petab, _median, _messages, _module_name, _num, _pairs,
                                          _quiet_amici_logs, _shown_path, _solver_settings, _status_text,
                                          _timed_runs, _to_sbml_ids, _write)
@@ -131,6 +143,21 @@ def _petab_at_theta(sundials, simulate_petab, problem, model, solver, edatas, th
     return out
 
 
+def _fill_nominal(problem, model, conditions, edatas):
+    """Fill the nominal parameters (on their scale) into ``edatas`` once, as pyPESTO's objective does:
+    the parameter mapping of ``simulate_petab`` (fixed parameters filled in), so each ExpData's
+    ``plist`` holds only the model parameters that estimated PEtab parameters map to. Returns the
+    ``plist`` lengths."""
+    from amici.sim.sundials.petab.v1 import fill_in_parameters
+    from amici.sim.sundials.petab.v1._parameter_mapping import create_parameter_mapping  # as pyPESTO imports it
+    mapping = create_parameter_mapping(petab_problem=problem, simulation_conditions=conditions,
+                                       scaled_parameters=True, amici_model=model)
+    nominal = {k: v for k, v in zip(problem.x_ids, problem.get_x_nominal(scaled=True)) if k in mapping.free_symbols}
+    fill_in_parameters(edatas=edatas, problem_parameters=nominal, scaled_parameters=True,
+                       parameter_mapping=mapping, amici_model=model)
+    return [len(e.plist) for e in edatas]
+
+
 def run_petab(args):
     amici, sundials = _amici()
     import petab.v1 as petab_v1
@@ -138,8 +165,12 @@ def run_petab(args):
 
     problem, model, name, compiled, t_import = _import_petab(petab_v1, args.yaml, args.cache_dir)
     _quiet_amici_logs()
+    conf = petab_settings(args.settings, Path(args.yaml).stem, args.rtol, args.atol, args.steady_state_sensitivity)
+    if conf["steady_state_integration"]:
+        model.set_steady_state_sensitivity_mode(sundials.SteadyStateSensitivityMode.integrationOnly)
     conditions = problem.get_simulation_conditions_from_measurement_df()
     edatas = create_edatas(amici_model=model, petab_problem=problem, simulation_conditions=conditions)
+    plist_lengths = _fill_nominal(problem, model, conditions, edatas)
     x_ids = list(problem.x_free_ids)
     theta = None
     if args.theta_file:
@@ -147,18 +178,21 @@ def run_petab(args):
         unknown = sorted(set(theta) - set(x_ids))
         if unknown:
             sys.exit(f"amici_side.py: --theta-file {args.theta_file}: {unknown} are not estimated parameters")
+    reporting = (sundials.RDataReporting.likelihood if conf["reporting"] == "likelihood"
+                 else sundials.RDataReporting.full)
 
     def make_solver(order, method):
         solver = model.create_solver()
-        if args.rtol is not None:
-            solver.set_relative_tolerance(args.rtol)
-        if args.atol is not None:
-            solver.set_absolute_tolerance(args.atol)
+        if conf["rtol"] is not None:
+            solver.set_relative_tolerance(conf["rtol"])
+        if conf["atol"] is not None:
+            solver.set_absolute_tolerance(conf["atol"])
         if args.max_steps:
             solver.set_max_steps(args.max_steps)
         solver.set_sensitivity_order(order)
         if method is not None:
             solver.set_sensitivity_method(method)
+        solver.set_return_data_reporting_mode(reporting)
         return solver
 
     modes = {"llh": (sundials.SensitivityOrder.none, None),
@@ -166,44 +200,51 @@ def run_petab(args):
              "llh+grad adjoint": (sundials.SensitivityOrder.first, sundials.SensitivityMethod.adjoint)}
     wanted = {"llh": "llh", "forward": "llh+grad forward", "adjoint": "llh+grad adjoint"}
     modes = {label: v for label, v in modes.items() if label in {wanted[m] for m in args.modes}}
+    run_simulations = sundials.run_simulations
     runs = {}
     for label, (order, method) in modes.items():
         solver = make_solver(order, method)
         entry = {"sensitivity_order": str(order), "sensitivity_method": None if method is None else str(method),
                  "solver": _solver_settings(solver)}
         try:
-            # one public call: fills the nominal parameters into the ExpData objects, gives llh and
-            # the gradient w.r.t. the estimated PEtab parameters on their scale
+            # the public one-call entry, once: llh and the gradient w.r.t. the estimated PEtab
+            # parameters on their scale (the gradient reported and checked by the caller)
             res = simulate_petab(problem, amici_model=model, solver=solver, edatas=edatas,
                                  scaled_gradients=True, failfast=False)
         except Exception as exc:          # record, never crash: the other modes still run
             entry.update(status="error", error=f"{type(exc).__name__}: {exc}")
             runs[label] = entry
             continue
-        llh, _, fails = _petab_rdatas_summary(sundials, res["rdatas"])
+        _, _, fails = _petab_rdatas_summary(sundials, res["rdatas"])
         entry["llh"] = _num(res["llh"])
         sllh = res.get("sllh")
         if sllh is not None and not fails:
             entry["gradient_ids"] = x_ids
             entry["gradient"] = _floats([sllh.get(i, float("nan")) for i in x_ids])
-        wall, proc, wall_petab, cpu, failures = [], [], [], {}, []
-        run_simulations = sundials.run_simulations
-        for rep in range(args.repeats + 1):        # the first call is the warm-up
+        # the timed call: the compiled simulations of all conditions on the ExpData filled once,
+        # back to back (nothing else runs between two timed calls); the first call is the warm-up
+        wall, proc, cpu, failures = [], [], {}, []
+        for rep in range(args.repeats + 1):
             c0, t0 = time.process_time(), time.perf_counter()
             rdatas = run_simulations(model, solver, edatas, failfast=False)
             t1, c1 = time.perf_counter(), time.process_time()
-            simulate_petab(problem, amici_model=model, solver=solver, edatas=edatas, scaled_gradients=True,
-                           failfast=False)
-            t2 = time.perf_counter()
             _, tot, fails_r = _petab_rdatas_summary(sundials, rdatas)
             if rep == 0:
                 continue
             wall.append(1e3 * (t1 - t0))
             proc.append(1e3 * (c1 - c0))
-            wall_petab.append(1e3 * (t2 - t1))
             for k, v in tot.items():
                 cpu.setdefault(k, []).append(v)
             failures.extend(fails_r)
+        # the public simulate_petab call (parameter mapping rebuilt per call), timed apart
+        wall_petab = []
+        n_petab = args.repeats if args.petab_repeats is None else args.petab_repeats
+        for rep in range(n_petab + 1 if n_petab > 0 else 0):
+            t0 = time.perf_counter()
+            simulate_petab(problem, amici_model=model, solver=solver, edatas=edatas, scaled_gradients=True,
+                           failfast=False)
+            if rep:
+                wall_petab.append(1e3 * (time.perf_counter() - t0))
         entry.update(
             status="ok" if not fails and not failures else "failed",
             failures=(fails or failures)[:20],
@@ -211,7 +252,7 @@ def run_petab(args):
             wall_ms=_median(wall), process_cpu_ms=_median(proc), wall_petab_ms=_median(wall_petab),
             cpu_ms=_median(cpu.get("cpu_time_total", [])),
             cpu_parts_ms={k: _median(v) for k, v in cpu.items()},
-            wall_ms_all=[round(w, 4) for w in wall])
+            wall_ms_all=[round(w, 4) for w in wall], process_cpu_ms_all=[round(c, 4) for c in proc])
         if theta is not None and order != sundials.SensitivityOrder.none:
             entry["at_theta"] = _petab_at_theta(sundials, simulate_petab, problem, model, solver, edatas, theta,
                                                 x_ids)
@@ -224,10 +265,14 @@ def run_petab(args):
         "estimated_parameter_ids": x_ids,
         "nominal_scaled": _floats(problem.get_x_nominal(free=True, fixed=False, scaled=True)),
         "repeats": args.repeats,
-        "timing": "medians over repeats after one warm-up; wall_ms: run_simulations on prepared ExpData "
-                  "(process_cpu_ms: process CPU time of that call); "
-                  "wall_petab_ms: simulate_petab (mapping rebuilt per call); cpu_ms: sum over conditions "
-                  "of ReturnData.cpu_time_total as AMICI reports it",
+        "settings": conf,
+        "steady_state_sensitivity_mode": str(model.get_steady_state_sensitivity_mode()),
+        "plist_lengths": plist_lengths, "n_threads": 1,
+        "timing": "medians over repeats after one warm-up; wall_ms: run_simulations on the ExpData filled "
+                  "once with the nominal parameters (plist: the estimated parameters), the repeats back to "
+                  "back, one thread (process_cpu_ms: process CPU time of that call); "
+                  "wall_petab_ms: simulate_petab (mapping rebuilt per call), timed apart; cpu_ms: sum over "
+                  "conditions of ReturnData.cpu_time_total as AMICI reports it",
         "gradient_scale": "d llh / d theta with theta on the PEtab parameterScale",
         "runs": runs,
         "environment": _environment(amici),
@@ -340,13 +385,24 @@ def build_parser():
     sub = ap.add_subparsers(dest="mode", required=True)
     pp = sub.add_parser("petab", help="llh, llh + gradient (forward, adjoint) of a PEtab problem")
     pp.add_argument("yaml")
-    pp.add_argument("--rtol", type=float, default=None, help="default: AMICI's (1e-8)")
-    pp.add_argument("--atol", type=float, default=None, help="default: AMICI's (1e-16)")
+    pp.add_argument("--settings", choices=SETTINGS, default="benchmark",
+                    help="benchmark (default): AMICI as its own benchmark tests and pyPESTO run it (rtol 1e-8, "
+                         "atol 1e-8, steady-state sensitivities by integration for Brannmark and Isensee, "
+                         "ReturnData reduced to llh and gradient); defaults: AMICI's Solver defaults "
+                         "(rtol 1e-8, atol 1e-16, full ReturnData)")
+    pp.add_argument("--rtol", type=float, default=None, help="overrides --settings")
+    pp.add_argument("--atol", type=float, default=None, help="overrides --settings")
+    pp.add_argument("--steady-state-sensitivity", choices=("auto", "integration", "default"), default="auto",
+                    help="auto: by integration for the problems AMICI's benchmark tests name (--settings "
+                         "benchmark only); integration; default: the model's (integration only in AMICI 1.1)")
     pp.add_argument("--modes", nargs="+", choices=["llh", "forward", "adjoint"],
                     default=["llh", "forward", "adjoint"],
                     help="which runs to make (default all three; benchmarks/collection.py needs only llh)")
     pp.add_argument("--max-steps", type=int, default=None,
                     help="CVODES's step limit per output interval (default: AMICI's, 10000)")
+    pp.add_argument("--petab-repeats", type=int, default=None,
+                    help="repeats of the simulate_petab timing (default --repeats; 0: not timed, "
+                         "wall_petab_ms is null)")
     pp.add_argument("--theta-file", default=None,
                     help="JSON {parameter id: value on its scale}: also report llh and gradient there "
                          "(parameters not given stay nominal)")

@@ -3,8 +3,11 @@
 Issue #41 item 4: pbsens's ``fs`` gradient (compiled Rodas5P on states and sensitivities, the
 Problem's default options: rtol 1e-8, atol 1e-10) against the same call on a baseline commit
 (``--baseline REV``, exported with ``git archive`` into a temporary folder) and AMICI 1.1's forward
-sensitivities (CVODES BDF at AMICI's defaults, rtol 1e-8, atol 1e-16; sensitivities only for the model
-parameters behind the estimated ones: AMICI's PEtab mapping sets ``plist``), in one run.
+sensitivities (CVODES BDF at the settings of AMICI's own benchmark tests, ``amici_side.py petab
+--settings benchmark``: rtol 1e-8, atol 1e-8, likelihood-only ReturnData, steady-state sensitivities
+by integration for Brannmark; before 2026-11-28 AMICI's Solver defaults, atol 1e-16, which cost
+AMICI 1.7x on Boehm and failed on Fujita; sensitivities only for the model parameters behind the
+estimated ones: AMICI's PEtab mapping sets ``plist``), in one run.
 
 Each pbsens version runs in its own subprocess (``PYTHONPATH`` = that tree), the versions of a
 problem one after the other, then AMICI (``benchmarks/amici_bridge.py``, its own Python,

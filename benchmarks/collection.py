@@ -462,7 +462,9 @@ def amici_llh(yaml_path, amici_python_path, timeout, max_steps=None):
         t0 = time.perf_counter()
         try:
             steps = ["--max-steps", str(max_steps)] if max_steps else []
-            res = run_amici(["petab", str(yaml_path), "--modes", "llh", "--repeats", "1", *tol, *steps],
+            # --settings defaults: the "default" llh is AMICI's at its Solver defaults (rtol 1e-8, atol 1e-16)
+            res = run_amici(["petab", str(yaml_path), "--modes", "llh", "--repeats", "1", "--petab-repeats", "0",
+                             "--settings", "defaults", *tol, *steps],
                             amici_python_path, timeout=timeout, quiet=True)
         except subprocess.TimeoutExpired:
             out[key] = {"status": f"timeout after {timeout:g} s", "llh": None, "seconds": time.perf_counter() - t0}

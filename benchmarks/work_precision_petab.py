@@ -19,7 +19,9 @@ gradient and FIM) against the gradient's error, for
                       ``$PBSENS_AMICI_PYTHON``; docs/PERFORMANCE.md, "AMICI side by side"): two
                       curves, the solver CPU time AMICI reports (summed over conditions) and the
                       process CPU time of its ``run_simulations`` call. AMICI's times are taken at
-                      the nominal parameters (``amici_side.py petab``), its gradient at ``theta``.
+                      the nominal parameters (``amici_side.py petab``, its ``--settings benchmark``
+                      apart from the tolerances: likelihood-only ReturnData, steady-state
+                      sensitivities by integration for Brannmark), its gradient at ``theta``.
 
 The gradient is ``S`` at every measurement time of every condition contracted with the
 residuals, so its error sums the error of ``S`` the way an optimiser or sampler sees it.

@@ -124,3 +124,83 @@ def test_side_script_does_not_import_pbsens():
     text = (BENCH / "amici_side.py").read_text()
     assert "import pbsens" not in text and "from pbsens" not in text
     assert os.path.exists(bridge.SIDE_SCRIPT)
+
+
+common = _load("amici_common")
+
+
+def test_benchmark_settings_are_amicis_own_benchmark_tests():
+    # AMICI's tests/benchmark_models/test_petab_benchmark.py: rtol = atol = 1e-8, Brannmark and
+    # Isensee with steady-state sensitivities by integration; pyPESTO: likelihood-only ReturnData
+    b = common.petab_settings("benchmark", "Boehm_JProteomeRes2014")
+    assert (b["rtol"], b["atol"], b["steady_state_integration"], b["reporting"]) == (1e-8, 1e-8, False, "likelihood")
+    assert common.petab_settings("benchmark", "Brannmark_JBC2010")["steady_state_integration"] is True
+    d = common.petab_settings("defaults", "Brannmark_JBC2010")
+    assert (d["rtol"], d["atol"], d["steady_state_integration"], d["reporting"]) == (None, None, False, "full")
+
+
+def test_explicit_tolerances_and_steady_state_mode_win():
+    s = common.petab_settings("benchmark", "Boehm_JProteomeRes2014", rtol=1e-5, atol=1e-6, steady_state="integration")
+    assert (s["rtol"], s["atol"], s["steady_state_integration"]) == (1e-5, 1e-6, True)
+    s = common.petab_settings("benchmark", "Brannmark_JBC2010", steady_state="default")
+    assert s["steady_state_integration"] is False
+    assert common.petab_settings("defaults", "x", atol=1e-8)["atol"] == 1e-8
+
+
+@pytest.mark.parametrize("kw", [dict(settings="fast"), dict(steady_state="newton")])
+def test_bad_settings_are_named(kw):
+    args = dict(settings="benchmark", problem_id="p") | kw
+    with pytest.raises(ValueError, match=list(kw)[0]):
+        common.petab_settings(**args)
+
+
+def test_pick_matched_takes_the_fastest_point_within_the_error():
+    bench = _load("bench_petab")
+    pts = [dict(tol=1e-6, seconds=0.010, grad_err=1e-7), dict(tol=1e-5, seconds=0.008, grad_err=2e-3),
+           dict(tol=1e-4, seconds=0.007, grad_err=5e-4), dict(tol=1e-3, seconds=None, grad_err=None),
+           dict(tol=1e-7, seconds=0.012, grad_err=float("nan"))]
+    # the error is not monotone in the tolerance: 1e-4 passes where 1e-5 does not
+    assert bench.pick_matched(pts, 1e-3)["tol"] == 1e-4
+    assert bench.pick_matched(pts, 1e-6)["tol"] == 1e-6
+    assert bench.pick_matched(pts, 1e-8) is None
+    assert bench.pick_matched(pts, float("nan")) is None
+    # equal times: the looser tolerance
+    assert bench.pick_matched([dict(tol=1e-6, seconds=0.01, grad_err=0.0),
+                               dict(tol=1e-5, seconds=0.01, grad_err=0.0)], 1.0)["tol"] == 1e-5
+
+
+def _am(proc_fwd, err_fwd, proc_adj=0.04, best=None):
+    keys = ("llh", "llh+grad", "llh+grad adjoint")
+    return {"llh": 0.001, "llh+grad": 0.02, "llh+grad adjoint": 0.05,
+            "proc": {"llh": 0.001, "llh+grad": proc_fwd, "llh+grad adjoint": proc_adj},
+            "cpu": dict.fromkeys(keys, 0.001), "wall_petab": {"llh": 0.1, "llh+grad": None, "llh+grad adjoint": 0.2},
+            "status": dict.fromkeys(keys, "ok"), "grad_err": {"llh+grad": err_fwd, "llh+grad adjoint": 1e-6},
+            "llh_value": -1.5, "rtol": 1e-8, "atol": 1e-8, "defaults": None,
+            "matched": {"points": [], "best": best}}
+
+
+def test_against_row_divides_amici_by_exp2_on_cpu_time():
+    bench = _load("bench_petab")
+    rows = [{"method": "exp2", "c_grad": 0.010, "grad_err": 1e-5}, {"method": "fs", "c_grad": 0.5, "grad_err": 1e-8}]
+    best = {"tol": 1e-6, "seconds": 0.025, "solver_seconds": 0.02, "wall": 0.03, "grad_err": 2e-6}
+    line = bench.against_rows("P", rows, _am(0.050, 1e-7, best=best))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[3] == "**5.0x**" and cells[5] == "**2.5x**" and cells[7] == "**4.0x**"
+    assert "rtol = atol 1e-06: 25.0 ms" in cells[4]
+    failed = _am(None, None)
+    failed["status"]["llh+grad"] = "AMICI_ERR_FAILURE in 3 of 6 conditions"
+    cells = [c.strip() for c in bench.against_rows("P", rows, failed).strip("|").split("|")]
+    assert cells[2].startswith("failed (AMICI_ERR_FAILURE") and cells[3] == ""
+    assert cells[4].startswith("none of the tolerances")
+
+
+def test_amici_rows_without_simulate_petab_timing_and_with_the_extra_rows():
+    bench = _load("bench_petab")
+    am = _am(0.05, 1e-7, best={"tol": 1e-7, "seconds": 0.03, "solver_seconds": 0.02, "wall": 0.04, "grad_err": 1e-7})
+    am["defaults"] = _am(0.1, 2e-7)
+    am["defaults"]["atol"] = 1e-16
+    lines = bench.amici_rows("P", am)
+    assert len(lines) == 4
+    assert "20.0 (process 50.0" in lines[0] and "[" not in lines[0].split("|")[6]   # no simulate_petab time
+    assert "Solver defaults" in lines[2] and "1e-08, 1e-16" in lines[2]
+    assert "matched accuracy" in lines[3] and "process 30.0" in lines[3]
