@@ -161,12 +161,12 @@ def circles(graph):
 
 
 def _compiled(node):
-    """A numba kernel (``@njit``/``@jit``/``@overload`` ...): held to the kernels' own rule (at
+    """A numba kernel (``@njit``/``@njit_quiet``/``@jit``/``@overload`` ...): held to the kernels' own rule (at
     most 40 parameters, tests/test_kernel_signatures.py), not to the Python functions' length."""
     for d in node.decorator_list:
         f = d.func if isinstance(d, ast.Call) else d
         name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-        if name in ("njit", "jit", "generated_jit", "overload", "intrinsic", "vectorize", "cfunc"):
+        if name in ("njit", "njit_quiet", "jit", "generated_jit", "overload", "intrinsic", "vectorize", "cfunc"):
             return True
     return False
 
