@@ -125,8 +125,12 @@ def refine_if_cancelling(problem, th, result, spread, solver_options):
     refined.__dict__.pop("_spread", None)
     note = (f"method='auto': the post-hoc gradient is a sum of cancelling terms (||sum |dllh/dy| dy/dtheta|| = "
             f"{ratio:.3g} x ||gradient|| > {GRADIENT_CANCELLATION:g}, as near an optimum, where the post-hoc error does "
-            f"not shrink with the gradient): evaluated again by method='fs' (rtol {opts.get('rtol')}, atol "
-            f"{opts.get('atol')}), whose result this is")
+            f"not shrink with the gradient): evaluated again by method='fs' (rtol {_short(opts.get('rtol'))}, atol "
+            f"{_short(opts.get('atol'))}), whose result this is")
     refined.notes[:0] = list(result.notes) + [note]
     refined.timing["posthoc_total"] = result.timing.get("total")
     return refined
+
+
+def _short(value):
+    return f"{value:.3g}" if isinstance(value, (int, float)) else repr(value)
