@@ -30,14 +30,16 @@ ask for ``method="exp2"``, which computes everything in one pass.
 **Near an optimum** (issue #41) the gradient ``g = sum_rows dllh/dy dy/dtheta`` is a sum of terms
 that cancel, while the post-hoc march's error in each ``dy/dtheta`` does not shrink with ``g``: at
 the collection's published optima the default gradient was 13 % (Bruno), 21 % (Brannmark) and
-~100 % (Lucarelli) of its norm off a tight forward-sensitivity gradient. ``"auto"`` therefore
+77 % (Lucarelli) of its norm off a tight forward-sensitivity gradient. ``"auto"`` therefore
 also forms the *spread* ``a = sum_rows |dllh/dy| dy/dtheta (+ the same for sigma)``, the gradient
 without the residuals' signs (free on the forward path; one more backward pass on the adjoint's),
 and when ``||a|| > GRADIENT_CANCELLATION ||g||`` it evaluates again by ``method="fs"`` (its error is
 controlled on ``S`` itself), at tolerances tightened by ``FS_TIGHTEN / (||a|| / ||g||)`` where that is
-below 1 (fs's error, too, is amplified by the cancellation: against ``||a||`` it was 2e-9 to 8.7e-8
-at rtol 1e-8 on the five problems and a hand-written logistic one, so ``FS_TIGHTEN`` = 1e4 leaves
-it below ~1e-3 of ``||g||``), and returns that result, with a note. Measured
+below 1 (fs's error, too, is amplified by the cancellation: against ``||a||`` it was 6e-10 to
+8.7e-8 at rtol 1e-8 on the five problems and a hand-written logistic one, so ``FS_TIGHTEN`` = 1e4
+leaves it below ~1e-3 of ``||g||`` if it falls in proportion to rtol, which it did not always:
+Brannmark's fs error went from 3.1e-4 to 1.7e-4 of ``||g||`` from rtol 1e-8 to 1e-9), and returns
+that result, with a note. Measured
 (``benchmarks/gradient_at_optimum.py``, docs/PERFORMANCE.md "The default gradient at the published
 optimum"): ``||a|| / ||g||`` was 0.9-1.1 at ``x_nominal + 0.1`` on Bruno, Brannmark, Boehm and Fujita
 and 2e3-3e5 at their nominal optima; the post-hoc error against ``||a||`` was at most 5.7e-5 at the
