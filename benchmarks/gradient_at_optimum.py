@@ -13,6 +13,7 @@ so that a nominal vector that is not the published optimum shows):
   ``exp2``, ``exp2-adjoint``, ``fs`` at default options: relative error against the reference in
   the 2-norm (``||g - g_ref||_2 / ||g_ref||_2``) and the max-norm (``max|g - g_ref| / max|g_ref|``),
   and the median CPU time of this process over ``--repeats`` calls after a warm-up;
+* with ``--costs-only``, only that cost part (without fs) and nothing at the optimum;
 * with ``--shifted``, at ``x_nominal + 0.1`` (away from the optimum) the median CPU of one
   ``evaluate`` by ``auto``, ``exp2-adjoint`` (what ``auto`` took before issue #41's check),
   ``exp2`` and ``fs``, in interleaved rounds after a warm-up each.
@@ -64,6 +65,21 @@ def _note(problem, theta):
     return [str(n) for n in (problem.evaluate(theta, method="auto").notes or [])]
 
 
+def shifted_costs(problem, repeats, methods=("auto", "exp2-adjoint", "exp2", "fs")):
+    """Median CPU of one ``evaluate`` per method at ``x_nominal + 0.1``: interleaved rounds, one warm-up each."""
+    th1 = problem.x_nominal + 0.1
+    for m in methods:
+        problem.evaluate(th1, method=m)
+    times = {m: [] for m in methods}
+    for _ in range(repeats):
+        for m in times:
+            c0 = time.process_time()
+            problem.evaluate(th1, method=m)
+            times[m].append(time.process_time() - c0)
+    return dict(shifted={m: statistics.median(v) for m, v in times.items()},
+                shifted_auto_notes=[str(n) for n in problem.evaluate(th1, method="auto").notes])
+
+
 def measure(yaml_path, repeats, ref_rtol, ref_atol, shifted, ref_check=True):
     import pbsens.petab as pbpetab
     from benchmarks.collection import AMICI_REFERENCE
@@ -94,18 +110,7 @@ def measure(yaml_path, repeats, ref_rtol, ref_atol, shifted, ref_check=True):
         rec["methods"][m] = dict(rel_err_2=e2, rel_err_max=emax, cpu_s=cpu, meets_target=bool(e2 <= TARGET))
     rec["auto_notes"] = _note(problem, theta)
     if shifted:
-        th1 = theta + 0.1
-        rec["shifted"] = {}
-        for m in ("auto", "exp2-adjoint", "exp2", "fs"):    # interleaved rounds, one warm-up each
-            problem.evaluate(th1, method=m)
-        times = {m: [] for m in ("auto", "exp2-adjoint", "exp2", "fs")}
-        for _ in range(repeats):
-            for m in times:
-                c0 = time.process_time()
-                problem.evaluate(th1, method=m)
-                times[m].append(time.process_time() - c0)
-        rec["shifted"] = {m: statistics.median(v) for m, v in times.items()}
-        rec["shifted_auto_notes"] = [str(n) for n in problem.evaluate(th1, method="auto").notes]
+        rec.update(shifted_costs(problem, repeats))
     rec["load"] = os.getloadavg()[0]
     return rec
 
@@ -121,10 +126,26 @@ def main(argv=None):
     ap.add_argument("--shifted", action="store_true", help="also time the default at x_nominal + 0.1")
     ap.add_argument("--no-ref-check", action="store_true",
                     help="skip the reference's checks (tight fs at 10x its tolerances, tight exp2)")
+    ap.add_argument("--costs-only", action="store_true",
+                    help="only the CPU of auto, exp2-adjoint, exp2 at x_nominal + 0.1 (no reference, no fs)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     out = {}
     for name in args.problems:
+        if args.costs_only:
+            import pbsens.petab as pbpetab
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                problem = pbpetab.load(Path(args.collection) / name / f"{name}.yaml")
+                out[name] = r = dict(problem=name, estimated=problem.dim,
+                                     **shifted_costs(problem, args.repeats, ("auto", "exp2-adjoint", "exp2")))
+            print(f"{name} ({r['estimated']} parameters) at x_nominal+0.1 (CPU ms): "
+                  + ", ".join(f"{m} {1e3 * v:.1f}" for m, v in r["shifted"].items())
+                  + f"; auto/exp2-adjoint {r['shifted']['auto'] / r['shifted']['exp2-adjoint']:.2f}; "
+                  f"{r['shifted_auto_notes'][0]}", flush=True)
+            if args.json:
+                Path(args.json).write_text(json.dumps(out, indent=1))
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             r = measure(Path(args.collection) / name / f"{name}.yaml", args.repeats, args.ref_rtol, args.ref_atol,

@@ -144,3 +144,23 @@ def test_away_from_the_optimum_auto_keeps_the_post_hoc_gradient(problem, optimum
     assert np.array_equal(res.gradient, problem.evaluate(th, method=path).gradient)
     assert len(res.notes) == 1 and path in res.notes[0]
     assert _rel(res.gradient, g_ref) <= 1e-5
+
+
+@pytest.mark.parametrize("name", ["Fujita_SciSignal2010", "Brannmark_JBC2010"])
+def test_adjoint_spread_is_the_forward_one(name):
+    """The adjoint's spread (a second backward march with ``|dllh/dy|``, through the transposed
+    steady-state solve of Brannmark's preequilibrations) equals the forward march's ``|dllh/dy| @ dy/dtheta``
+    (the rows' Jacobian, another code path) to rounding, and its gradient the plain adjoint's exactly."""
+    from pathlib import Path
+
+    from pbsens.problems.adjoint_evaluation import evaluate_adjoint
+    from pbsens.problems.evaluation_setup import _bound_outputs, evaluation_options
+    pr = pbpetab.load(Path(__file__).parent / "data" / "petab" / name / f"{name}.yaml")
+    th = pr.x_nominal + np.random.default_rng(3).uniform(-0.1, 0.1, pr.dim)
+    fwd = pr._evaluate(th, "exp2", True, evaluation_options("exp2", True, {}))
+    opts = evaluation_options("exp2-adjoint", True, {})
+    adj = evaluate_adjoint(pr, th, True, opts, _bound_outputs(pr.model), spread=True)
+    plain = evaluate_adjoint(pr, th, True, opts, _bound_outputs(pr.model))
+    assert np.array_equal(adj["gradient"], plain["gradient"]) and "spread" not in plain
+    assert _rel(adj["spread"], fwd.__dict__["_spread"]) < 1e-9
+    assert _rel(adj["gradient"], fwd.gradient) < 1e-9

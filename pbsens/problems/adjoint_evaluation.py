@@ -124,8 +124,7 @@ def evaluate_adjoint(problem, th, sensitivities, opts, outputs, spread=False):
     (a dict; ``y``, the simulated observables, in place of the lazy simulation table). ``outputs``: the
     model's bound output kernel. ``spread``: also ``"spread"``, the gradient with every row's
     ``dllh/dy``, ``dllh/dsigma`` replaced by its absolute value (a second backward march on the same
-    march plans; what
-    ``method="auto"`` compares the gradient with, :mod:`.method_choice`)."""
+    march plans; what ``method="auto"`` compares the gradient with, :mod:`.method_choice`)."""
     from ..simulation.adjoint import forward_states
     t_all = time.perf_counter()
     p_lin = unscale(th, problem._scales)
@@ -211,7 +210,7 @@ def _gradient(problem, kept, cache, weights, dpdth, timing):
                 pre["lam"][w] += lam0
             # a parameter the states depend on must map to the same estimated parameter in every row
             differ = np.any(rows["est"][rr] != est[None, :], axis=0) & (g_state != 0.0)
-            if np.any(differ):
+            if w == 0 and np.any(differ):       # (the spread pass is a scale: never refused for it)
                 j = int(np.flatnonzero(differ)[0])
                 raise PbsensError(f"method={ADJOINT_METHOD!r}: in condition {name!r} model parameter "
                                   f"{model.param_names[j]!r} changes the states but measurement rows map it to "
