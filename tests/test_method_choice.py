@@ -11,6 +11,7 @@ import pbsens
 import pbsens.petab as pbpetab
 from pbsens.errors import PbsensError
 from pbsens.model.spec import ModelSpec
+from pbsens.problems import method_choice
 from pbsens.problems.method_choice import AUTO_ADJOINT_MIN_PARAMS, choose_gradient_method
 
 DATA = Path(__file__).parent / "data" / "petab"
@@ -18,10 +19,26 @@ NAME = "Boehm_JProteomeRes2014"
 
 
 @pytest.fixture(scope="module")
-def boehm():
+def boehm_problem():
     problem = pbpetab.load(DATA / NAME / f"{NAME}.yaml")
     theta = problem.x_nominal + 0.1 * np.where(np.arange(problem.dim) % 2, 1.0, -1.0)
     return problem, theta
+
+
+@pytest.fixture
+def boehm(boehm_problem, monkeypatch):
+    """Boehm (9 parameters) with the rule's threshold lowered, so that ``"auto"`` takes the adjoint."""
+    monkeypatch.setattr(method_choice, "AUTO_ADJOINT_MIN_PARAMS", 3)
+    return boehm_problem
+
+
+def test_auto_keeps_forward_exp2_below_the_threshold(boehm_problem):
+    problem, theta = boehm_problem
+    assert problem.dim < AUTO_ADJOINT_MIN_PARAMS
+    auto = problem.evaluate(theta, method="auto")
+    fwd = problem.evaluate(theta, method="exp2")
+    assert "exp2 (9 estimated parameters <" in auto.notes[0] and len(auto.notes) == 1
+    assert np.array_equal(auto.gradient, fwd.gradient) and auto.computed("fim")
 
 
 def test_auto_takes_the_adjoint_and_says_so(boehm):

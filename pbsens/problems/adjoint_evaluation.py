@@ -102,7 +102,7 @@ def _preequilibrate(problem, plan, p_lin, ss_opts, cache, notes, sens):
         if info_s.get("note"):
             notes.append(f"preequilibration {plan.preeq_id!r}: {info_s['note']}")
     entry = dict(p=pp, x_ss=np.asarray(x_ss), t_ss=info["time"], S0=Sp0, cols=cols, est=plan.pre.est, S_ss=S_ss,
-                 lam=np.zeros(model.n_states))
+                 lam=None)          # per gradient pass: set by _gradient
     cache[key] = entry
     return entry
 
@@ -119,10 +119,12 @@ def _start(problem, plan, p, p_lin, ss_opts, cache, notes, sens):
     return x0, None, pre
 
 
-def evaluate_adjoint(problem, th, sensitivities, opts, outputs):
+def evaluate_adjoint(problem, th, sensitivities, opts, outputs, spread=False):
     """The fields of ``evaluate(th, method="exp2-adjoint")``'s :class:`~pbsens.problems.problem.EvaluationResult`
     (a dict; ``y``, the simulated observables, in place of the lazy simulation table). ``outputs``: the
-    model's bound output kernel."""
+    model's bound output kernel. ``spread``: also ``"spread"``, the gradient with every row's
+    ``dllh/dy``, ``dllh/dsigma`` replaced by its absolute value (a second backward march on the same
+    march plans; what ``method="auto"`` compares the gradient with, :mod:`.method_choice`)."""
     from ..simulation.adjoint import forward_states
     t_all = time.perf_counter()
     p_lin = unscale(th, problem._scales)
@@ -149,11 +151,14 @@ def evaluate_adjoint(problem, th, sensitivities, opts, outputs):
         timing[name] = time.perf_counter() - t0
     problem._check_outputs(y, sig)
     llh_i, chi2_i, g_y, g_s, _, _, resid = problem._noise.terms(y, sig)
-    grad = None
+    grad = spread_g = None
     if sensitivities:
-        grad = _gradient(problem, kept, cache, g_y, g_s, dpdth, timing)
+        weights = [(g_y, g_s)] + ([(np.abs(g_y), np.abs(g_s))] if spread else [])
+        grad, *rest = _gradient(problem, kept, cache, weights, dpdth, timing)
+        spread_g = rest[0] if spread else None
     timing["total"] = time.perf_counter() - t_all
-    return dict(llh=float(np.sum(llh_i)), chi2=float(np.sum(chi2_i)), gradient=grad,
+    extra = {} if spread_g is None else {"spread": spread_g}
+    return dict(**extra, llh=float(np.sum(llh_i)), chi2=float(np.sum(chi2_i)), gradient=grad,
                 fim=_unavailable("the Fisher information") if sensitivities else None,
                 y=y, timing=timing, theta=th, residuals=resid, sigmas=sig,
                 residual_jacobian=_unavailable("the residual Jacobian") if sensitivities else None,
@@ -166,53 +171,61 @@ def _add_theta(grad, g_model, est, dpdth):
     np.add.at(grad, est[on], g_model[on] * dpdth[est[on]])
 
 
-def _gradient(problem, kept, cache, g_y, g_s, dpdth, timing):
-    """``d llh / d theta``: per condition one backward pass, per preequilibration one transposed
-    steady-state solve, plus the outputs' explicit terms."""
-    from ..simulation.adjoint import backward, steady_state_adjoint
+def _gradient(problem, kept, cache, weights, dpdth, timing):
+    """``d llh / d theta`` for each ``(dllh/dy, dllh/dsigma)`` pair of ``weights`` (a list): per condition
+    one backward pass (each segment's march plan shared by the pairs), per preequilibration one
+    transposed steady-state solve per pair, plus the outputs' explicit terms."""
+    from ..simulation.adjoint import backward_sets, steady_state_adjoint
     model, rows = problem.model, problem._rows
-    R, npar = g_y.size, model.n_params
-    explicit = np.zeros((R, npar))              # dllh/dp at fixed states, per row (row's own map)
-    grad = np.zeros(problem.dim)
+    npar, nw = model.n_params, len(weights)
+    explicit = [np.zeros((g_y.size, npar)) for g_y, _ in weights]   # dllh/dp at fixed states, per row
+    grads = [np.zeros(problem.dim) for _ in weights]
+    for pre in cache.values():
+        pre["lam"] = [np.zeros(model.n_states) for _ in weights]
     for ci, (plan, tape, S0, pre, JX, JP) in enumerate(kept):
         name = problem.conditions[ci]
         t0 = time.perf_counter()
         mp = problem._maps[ci]
         rr, rg, oy, os_ = mp["rows"], mp["g"], mp["oy"], mp["os"]
-        gy, gs = g_y[rr][:, None], g_s[rr][:, None]
-        explicit[rr] = gy * JP[rg, oy] + gs * JP[rg, os_]
-        dJdx = np.zeros((tape.x.shape[0], model.n_states))
-        np.add.at(dJdx, mp["k"][rg], gy * JX[rg, oy] + gs * JX[rg, os_])
+        sets = []
+        for w, (g_y, g_s) in enumerate(weights):
+            gy, gs = g_y[rr][:, None], g_s[rr][:, None]
+            explicit[w][rr] = gy * JP[rg, oy] + gs * JP[rg, os_]
+            dJdx = np.zeros((tape.x.shape[0], model.n_states))
+            np.add.at(dJdx, mp["k"][rg], gy * JX[rg, oy] + gs * JX[rg, os_])
+            sets.append(dJdx)
         try:
-            lam0, g_state = backward(model, tape, dJdx, S0=S0)
+            passes = backward_sets(model, tape, sets, S0=S0)
         except SolverError as exc:
             raise SolverError(f"condition {name!r}: {exc}") from None
-        if pre is None:
-            g_state = g_state + S0.T @ lam0
-        else:
-            lam0 = lam0.copy()
-            for i, j in plan.reinit:             # x0[i] = p[j] after the preequilibration
-                g_state[j] += lam0[i]
-                lam0[i] = 0.0
-            pre["lam"] += lam0
         est = plan.sim.est
-        # a parameter the states depend on must map to the same estimated parameter in every row
-        differ = np.any(rows["est"][rr] != est[None, :], axis=0) & (g_state != 0.0)
-        if np.any(differ):
-            j = int(np.flatnonzero(differ)[0])
-            raise PbsensError(f"method={ADJOINT_METHOD!r}: in condition {name!r} model parameter "
-                              f"{model.param_names[j]!r} changes the states but measurement rows map it to "
-                              "different estimated parameters; use method='exp2'")
-        _add_theta(grad, g_state, est, dpdth)
+        for w, (lam0, g_state) in enumerate(passes):
+            if pre is None:
+                g_state = g_state + S0.T @ lam0
+            else:
+                lam0 = lam0.copy()
+                for i, j in plan.reinit:             # x0[i] = p[j] after the preequilibration
+                    g_state[j] += lam0[i]
+                    lam0[i] = 0.0
+                pre["lam"][w] += lam0
+            # a parameter the states depend on must map to the same estimated parameter in every row
+            differ = np.any(rows["est"][rr] != est[None, :], axis=0) & (g_state != 0.0)
+            if w == 0 and np.any(differ):       # (the spread pass is a scale: never refused for it)
+                j = int(np.flatnonzero(differ)[0])
+                raise PbsensError(f"method={ADJOINT_METHOD!r}: in condition {name!r} model parameter "
+                                  f"{model.param_names[j]!r} changes the states but measurement rows map it to "
+                                  "different estimated parameters; use method='exp2'")
+            _add_theta(grads[w], g_state, est, dpdth)
         timing[name] += time.perf_counter() - t0
     for pre in cache.values():                  # each preequilibration once, lambda summed over its conditions
-        if pre["S_ss"] is not None:             # integrated S_ss (Newton form not defined)
-            g_pre = pre["S_ss"].T @ pre["lam"]
-        else:
-            lam_start, g_pre = steady_state_adjoint(model, pre["t_ss"], pre["x_ss"], pre["p"], pre["lam"],
-                                                    pre["cols"])
-            g_pre = g_pre + pre["S0"].T @ lam_start
         mask = np.zeros(npar, dtype=bool)
         mask[pre["cols"]] = True
-        _add_theta(grad, np.where(mask, g_pre, 0.0), pre["est"], dpdth)
-    return grad + problem._to_theta(explicit, dpdth).sum(axis=0)
+        for w in range(nw):
+            if pre["S_ss"] is not None:         # integrated S_ss (Newton form not defined)
+                g_pre = pre["S_ss"].T @ pre["lam"][w]
+            else:
+                lam_start, g_pre = steady_state_adjoint(model, pre["t_ss"], pre["x_ss"], pre["p"], pre["lam"][w],
+                                                        pre["cols"])
+                g_pre = g_pre + pre["S0"].T @ lam_start
+            _add_theta(grads[w], np.where(mask, g_pre, 0.0), pre["est"], dpdth)
+    return [grads[w] + problem._to_theta(explicit[w], dpdth).sum(axis=0) for w in range(nw)]

@@ -22,7 +22,7 @@ from ..sensitivity.methods import FORWARD
 from . import noise
 from .adjoint_evaluation import ADJOINT_METHOD, Unavailable, evaluate_adjoint
 from .evaluation_setup import _bound_outputs, evaluation_options, steady_state_options_of  # noqa: F401
-from .method_choice import AUTO_METHOD, ForwardLater, choose_gradient_method
+from .method_choice import AUTO_METHOD, ForwardLater, choose_gradient_method, refine_if_cancelling
 from .priors import Priors, dunscale, unscale
 
 __all__ = ["Problem", "EvaluationResult"]
@@ -308,7 +308,9 @@ class Problem:
             then raise :class:`PbsensError` when read), or ``"auto"``: ``"exp2-adjoint"`` or
             ``"exp2"`` by the measured rule of :mod:`pbsens.problems.method_choice` (``notes``
             says which and why; after the adjoint, ``fim`` and the residual Jacobians are
-            computed on first read by one forward exp2 evaluation).
+            computed on first read by one forward exp2 evaluation); where the gradient is a sum
+            of cancelling terms (near an optimum) ``"auto"`` returns a ``"fs"`` evaluation instead
+            (issue #41; its last note says so).
         cross_check : bool
             Also run :meth:`cross_check` at ``theta`` with these ``solver_options`` (opt-in: several
             evaluations more) and attach its report as ``cross_check`` of the result; a
@@ -360,7 +362,8 @@ class Problem:
         from ..system.threads import blas_single_thread
         with blas_single_thread():     # once per evaluation, not once per solve inside it
             if method == ADJOINT_METHOD:
-                r = evaluate_adjoint(self, th, sensitivities, opts, _bound_outputs(self.model))
+                r = evaluate_adjoint(self, th, sensitivities, opts, _bound_outputs(self.model), spread=bool(chosen))
+                spread = r.pop("spread", None)
                 if chosen is not None:
                     r["notes"] = [chosen] + list(r.get("notes") or [])
                     later = ForwardLater(self, th, solver_options) if sensitivities else None
@@ -369,8 +372,11 @@ class Problem:
                 res = EvaluationResult(simulations=_LazyTable(self, r.pop("y")), **r)
             else:
                 res = self._evaluate(th, method, sensitivities, opts)
+                spread = res.__dict__.pop("_spread", None)
                 if chosen is not None:
                     res.notes.insert(0, chosen)
+            if chosen is not None:       # near an optimum: forward sensitivities (method_choice.py)
+                res = refine_if_cancelling(self, th, res, spread, solver_options)
         if cross_check:
             res.cross_check = self.cross_check(th, gradient=bool(sensitivities), **solver_options)
         return res
@@ -431,13 +437,17 @@ class Problem:
             # Fisher information of the transformed observable: w_y already holds T'(y)^2 / sigma^2
             fim = (Jy * w_y[:, None]).T @ Jy + (Js * w_s[:, None]).T @ Js
             fim = 0.5 * (fim + fim.T)
+            spread = np.abs(g_y) @ Jy + np.abs(g_s) @ Js      # the gradient without the residuals' signs
         self._ss_cache = {}
         timing["total"] = time.perf_counter() - t_all
-        return EvaluationResult(llh=llh, chi2=chi2, gradient=grad, fim=fim,
-                                simulations=_LazyTable(self, y), timing=timing, theta=th,
-                                residuals=resid,
-                                sigmas=sig, residual_jacobian=sres,
-                                sigma_jacobian=None if sres is None else Js, notes=self._notes)
+        res = EvaluationResult(llh=llh, chi2=chi2, gradient=grad, fim=fim,
+                               simulations=_LazyTable(self, y), timing=timing, theta=th,
+                               residuals=resid,
+                               sigmas=sig, residual_jacobian=sres,
+                               sigma_jacobian=None if sres is None else Js, notes=self._notes)
+        if sensitivities:
+            res.__dict__["_spread"] = spread      # read (and removed) by evaluate(method="auto")
+        return res
 
     def _condition_outputs(self, ci, x, p_lin, n_theta, sensitivities, outputs, y, sig):
         """Observables and noise parameters of condition ``ci``'s rows into ``y``, ``sig``; returns
@@ -559,7 +569,7 @@ class Problem:
 
     def gradient(self, theta=None, **options) -> np.ndarray:
         """``d llh / d theta`` on the parameter scale (default ``method="auto"``: forward exp2 or the
-        adjoint, whichever :mod:`pbsens.problems.method_choice` picks)."""
+        adjoint, whichever :mod:`pbsens.problems.method_choice` picks, and fs near an optimum)."""
         options.setdefault("method", AUTO_METHOD)
         return self.evaluate(theta, **options).gradient
 

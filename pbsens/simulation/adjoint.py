@@ -37,7 +37,7 @@ from ..sensitivity.adjoint import march_backward, march_plan
 from .segments import _SHIFT, _breakpoint_shift, _stops
 from .steady_state import _newton_form_defect, conservation_laws, steady_state
 
-__all__ = ["StateTape", "backward", "check_adjoint_supported", "forward_states", "steady_state_adjoint"]
+__all__ = ["StateTape", "backward", "backward_sets", "check_adjoint_supported", "forward_states", "steady_state_adjoint"]
 
 
 @dataclass
@@ -197,50 +197,63 @@ def backward(model, tape: StateTape, dJdx, method="exp2", S0=None):
     ``dJ/dp = grad + S0^T lambda(t0)`` (plus ``J``'s explicit terms) with ``S0 = dx(t0)/dp``.
     ``S0`` (optional, ``nx x n_params``): only its pattern of non-zero columns is read, by the
     transpose of the sparse march (which columns the forward march marches)."""
+    return backward_sets(model, tape, [dJdx], method, S0)[0]
+
+
+def backward_sets(model, tape: StateTape, sets, method="exp2", S0=None):
+    """:func:`backward` for several ``dJdx`` at once: ``[(lambda(t0), grad)]``, one per entry of ``sets``.
+    Each segment's march plan (grid, states at the midpoints) is made once and marched backward
+    once per set."""
     nx, p = model.n_states, tape.p
-    lam = np.zeros(nx)
-    grad = np.zeros(model.n_params)
+    lams = [np.zeros(nx) for _ in sets]
+    grads = [np.zeros(model.n_params) for _ in sets]
     opts = tape.options
     masks = cols = None
     for pos, item in reversed(list(enumerate(tape.items))):
         kind = item[0]
         if kind == "segment":
             _, tr, times, rows, idx = item
-            d = np.zeros((times.size, nx))
-            np.add.at(d, idx, dJdx[rows])
             setup, mopts, mid = march_plan(model, tr, p, times, method, substeps=opts["substeps"],
                                            reuse_tol=opts["reuse_tol"], midpoint=opts["midpoint"],
                                            linalg=opts.get("linalg", "auto"))
             if mopts.use_sparse and masks is None:
                 cols, masks = _start_masks(model, tape, S0)
-            lam, g = march_backward(model, setup, mopts, mid, d, lam_end=lam, cols=cols,
-                                    nonzero_start=None if masks is None else masks[pos])
-            grad += g
+            for i, dJdx in enumerate(sets):
+                d = np.zeros((times.size, nx))
+                np.add.at(d, idx, dJdx[rows])
+                lams[i], g = march_backward(model, setup, mopts, mid, d, lam_end=lams[i], cols=cols,
+                                            nonzero_start=None if masks is None else masks[pos])
+                grads[i] += g
         elif kind == "still":
-            lam = lam + dJdx[item[1]].sum(axis=0)
+            for i, dJdx in enumerate(sets):
+                lams[i] = lams[i] + dJdx[item[1]].sum(axis=0)
         elif kind == "breakpoint":
             _, x, shift, t_before, t_after = item
-            grad += shift * float(lam @ (model.rhs(t_before, x, p) - model.rhs(t_after, x, p)))
+            jump = model.rhs(t_before, x, p) - model.rhs(t_after, x, p)
+            for i in range(len(sets)):
+                grads[i] += shift * float(lams[i] @ jump)
         elif kind == "event":
             _, k, tau, x, dtau, t_after = item
             xn, Gx, Gp, Gt = model.discontinuities.apply_event(k, tau, x, p)
-            grad += Gp.T @ lam
-            if dtau is not None and np.any(dtau != 0):
-                jump = Gx @ model.rhs(t_after, x, p) - model.rhs(t_after, xn, p) + Gt
-                grad += np.asarray(dtau) * float(lam @ jump)
-            lam = Gx.T @ lam
+            timed = dtau is not None and np.any(dtau != 0)
+            jump = Gx @ model.rhs(t_after, x, p) - model.rhs(t_after, xn, p) + Gt if timed else None
+            for i in range(len(sets)):
+                grads[i] += Gp.T @ lams[i]
+                if timed:
+                    grads[i] += np.asarray(dtau) * float(lams[i] @ jump)
+                lams[i] = Gx.T @ lams[i]
         else:                       # "steady": the t = inf rows, from the state at the last finite time
-            _, t_ss, x_ss, rows, cols, why = item
+            _, t_ss, x_ss, rows, cols_ss, why = item
             if why is not None:
                 raise PbsensError(f"the adjoint gradient of a steady-state (t = inf) output needs the Newton form "
                                   f"A S = -B, not defined here ({why}); use a forward method")
-            lam_ss = dJdx[rows].sum(axis=0)
-            lam_before, g = steady_state_adjoint(model, t_ss, x_ss, p, lam_ss, cols)
-            grad += g
-            lam = lam + lam_before
-        if not np.all(np.isfinite(lam)):
+            for i, dJdx in enumerate(sets):
+                lam_before, g = steady_state_adjoint(model, t_ss, x_ss, p, dJdx[rows].sum(axis=0), cols_ss)
+                grads[i] += g
+                lams[i] = lams[i] + lam_before
+        if not all(np.all(np.isfinite(lam)) for lam in lams):
             raise SolverError(f"adjoint of model {model.name!r}: lambda is NaN or inf after a {kind} (backward)")
-    return lam, grad
+    return list(zip(lams, grads))
 
 
 def steady_state_adjoint(model, t_ss, x_ss, p, lam, columns=None):
