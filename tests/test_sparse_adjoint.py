@@ -121,3 +121,65 @@ def test_auto_takes_the_sparse_transpose_for_a_large_sparse_model():
     ref = pbsens.forward_sensitivities(m, (0.0, 5.0), t_eval=ts, method="Radau", rtol=1e-11, atol=1e-13)
     g_ref = np.einsum("ki,kij->j", dJdx, ref.S)
     assert _rel(g, g_ref) < 1e-5
+
+
+def test_upper_bound_of_the_plan_on_stiff_intervals():
+    """The adjoint decides "the forward took the action" from an upper bound of the forward plan's ``m s``
+    (``_ms_upper``): it must bound the plan also where ``h ||W||_1`` is large (it overflowed int64 beyond
+    ~2e3 and came out negative, so every stiff interval took the action)."""
+    from pbsens.kernels.sparse_adjoint import _ms_upper
+    rng = np.random.default_rng(5)
+    n, p = 20, 6
+    B = rng.normal(size=(n, p)) * (rng.uniform(size=(n, p)) < 0.5)
+    Bp, Bi, Bd = _csr(B + 1e-300)
+    Bd = np.ascontiguousarray(B[np.repeat(np.arange(n), np.diff(Bp)), Bi])
+    Dd = np.ascontiguousarray(0.1 * Bd)
+    V = np.empty((expmv.NV, max(n, p)))
+    dwork = np.empty(2 * (expmv.P_MAX + 2))
+    for scale in [1.0, 1e3, 1e6, 1e9]:
+        A = (rng.normal(size=(n, n)) * (rng.uniform(size=(n, n)) < 0.3) - 3.0 * np.eye(n)) * scale
+        Ap, Ai, Ad = _csr(A)
+        for h in [1e-3, 1.0]:
+            _, _, m, s = expmv.expmv_plan(Ap, Ai, Ad, Bp, Bi, Bd, Dd, True, h, p, V, dwork)
+            ub = _ms_upper(Ap, Ai, Ad, Bp, Bi, Bd, Dd, True, h, p, V[0])
+            assert m * s <= ub < np.inf, (scale, h, m, s, ub)
+
+
+def test_one_vector_plan_sees_every_column_of_b():
+    """The plan for one vector (the adjoint's) scales the forcing by all of ``B``'s columns, as the plan
+    for ``p`` columns does (it read column 0 only: a smaller ``||B||``, a different ``g``)."""
+    rng = np.random.default_rng(6)
+    n, p = 15, 4
+    A = rng.normal(size=(n, n)) * (rng.uniform(size=(n, n)) < 0.3) - np.eye(n)
+    B = np.zeros((n, p))
+    B[:, 0] = 1e-3
+    B[:, 3] = 1e6 * rng.uniform(size=n)
+    Ap, Ai, Ad = _csr(A)
+    Bp, Bi, Bd = _csr(B)
+    Dd = np.ascontiguousarray(0.5 * Bd)
+    V = np.empty((expmv.NV, max(n, p)))
+    dwork = np.empty(2 * (expmv.P_MAX + 2))
+    g_all = expmv.expmv_plan(Ap, Ai, Ad, Bp, Bi, Bd, Dd, True, 0.3, p, V, dwork)[1]
+    g_one = expmv.expmv_plan(Ap, Ai, Ad, Bp, Bi, Bd, Dd, True, 0.3, 1, V, dwork)[1]
+    assert g_all > 1.0 and g_one == g_all
+
+
+@pytest.mark.parametrize("span, fast", [(5000.0, 1.0), (200.0, 100.0)])
+def test_same_branches_as_the_forward_march_on_long_stiff_intervals(span, fast):
+    """Long stiff intervals (``h ||A||_1`` in the thousands and more, as on Lang's grid): the transpose takes
+    the dense step wherever the forward march did, and its gradient is the forward march's."""
+    m = random_mass_action_model(30, n_classes=3, seed=2)
+    p = m.p * np.array([fast, 1.0, 1.0])
+    ts = np.linspace(0.0, span, 21)[1:]
+    tr = pbsens.solve_states(m, (0.0, span), p=p, t_eval=ts, method="rodas5p", rtol=1e-5, atol=1e-8,
+                             dense_output=True)
+    dJdx = np.random.default_rng(3).normal(size=(ts.size, m.n_states))
+    r = sensitivities(m, tr, p=p, method="exp2", t_eval=ts, linalg="sparse")
+    fwd = sparse_path.runner(m).stats.copy()
+    g_fwd = np.einsum("ki,kij->j", dJdx, r.S)
+    g = adjoint_gradient(m, tr, p, ts, dJdx, method="exp2", linalg="sparse", substeps=None)
+    st = sparse_path.runner(m).adjoint_stats.copy()
+    assert fwd[2] > 0
+    assert st[AS_DENSE] + st[AS_DENSE_MID] == fwd[2], (fwd, st)
+    assert st[AS_ACTION_MID] + st[AS_DENSE_MID] == fwd[3], (fwd, st)
+    assert _rel(g, g_fwd) < 1e-10

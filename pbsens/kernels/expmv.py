@@ -260,6 +260,9 @@ def expmv_plan(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, n_cols, V, dwork):
 
     ``s = 0`` flags a non-finite norm (non-finite ``A``, ``B`` or ``D``). ``m s`` bounds the
     number of products with ``A`` (the march compares it with the dense step's cost).
+    ``n_cols``: the number of vectors the plan is for (Al-Mohy and Higham's bound (3.13) depends
+    on it); ``||B||_1``, ``||D||_1`` are over all of ``B``'s columns, for which ``V``'s rows must be
+    long enough (``V``: ``(NV, max(n, columns of B))``).
     """
     n = Ap.shape[0] - 1
     p = n_cols
@@ -271,8 +274,10 @@ def expmv_plan(Ap, Ai, Ad, Bp, Bi, Bd, Dd, has_d, h, n_cols, V, dwork):
     if not nA < nA0:
         mu = 0.0
         nA = nA0
-    nB = csr_norm1_rect(Bp, Bi, Bd, colsum[:p])
-    nD = csr_norm1_rect(Bp, Bi, Dd, colsum[:p]) if has_d else 0.0
+    # over all of B's columns (colsum: the whole row, at least B's column count long), also when the
+    # plan is for fewer vectors than B has columns (the sparse adjoint's one vector: n_cols = 1)
+    nB = csr_norm1_rect(Bp, Bi, Bd, colsum)
+    nD = csr_norm1_rect(Bp, Bi, Dd, colsum) if has_d else 0.0
     nF = max(nB, nD)
     target = max(nA, 1.0 / h)
     g = 1.0

@@ -215,7 +215,10 @@ def _ms_upper(Ap, Ai, Ause, Rp, Ri, B0, Dd, has_d, h, np_, colsum):
         return np.inf
     best = np.inf
     for i in range(expmv.THETA_M.shape[0]):
-        best = min(best, expmv.THETA_M[i] * math.ceil(total / expmv.THETA[i]))
+        # in floating point, as select_ms: math.ceil gives an int64 here, and m ceil(total / theta_1)
+        # overflows it once total > ~2e3 (the product wrapped to -2^63, which made every stiff interval
+        # "sure" for the action: Lang's adjoint took ~5 h rho Taylor terms where the forward's step was dense)
+        best = min(best, float(expmv.THETA_M[i]) * np.ceil(total / expmv.THETA[i]))
     return best
 
 

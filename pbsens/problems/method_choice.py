@@ -16,10 +16,14 @@ Bruno, Brannmark, Boehm, Fujita and Lucarelli (84 parameters: adjoint + spread 2
 taken (the adjoint alone saved 0.45x on Bachmann, 113, where adjoint + spread should still win;
 not measured with the spread). The adjoint is never chosen
 where it does not apply: state-triggered, delayed or prioritized events (it refuses them), or
-``sensitivities=False`` (no gradient at all); nor, for now, on models that take the sparse march
+``sensitivities=False`` (no gradient at all); nor on models that take the sparse march
 (``linalg="auto"``: >= 60 states and a sparse Jacobian): the sparse adjoint matches the forward march
-and scales with ``np`` as intended on generated networks, but on Lang (124 states, stiff) one
-evaluation had not finished after 20 CPU minutes where forward exp2 takes ~150 s.
+and scales with ``np`` as intended on generated networks, but on Lang (124 states, 291 estimated
+parameters, stiff: the dense step on 8197 of 8261 intervals) it took 1.0x forward exp2's CPU
+(``benchmarks/bench_lang_adjoint.py``; docs/PERFORMANCE.md, "The sparse adjoint"): both evaluate a
+dense matrix function per interval, the forward's in the 103 coordinates the conservation laws leave
+and without ``F3``, the adjoint's on all 124 states with ``F3``, which eats what the one vector saves.
+(Before a fix of the adjoint's branch test it did not finish at all there.)
 
 The adjoint has no columns of ``S``, so the Fisher information and the residual Jacobians are
 not part of its result: with ``"auto"`` they are computed on first read, by one forward exp2
@@ -82,8 +86,8 @@ def choose_gradient_method(problem, sensitivities=True):
         return FORWARD_DEFAULT, f"the adjoint does not apply: {exc}"
     from ..sensitivity import sparse as sparse_path
     if sparse_path.choose(problem.model, FORWARD_DEFAULT, "auto"):
-        return FORWARD_DEFAULT, ("a large sparse model: the sparse adjoint's cost is not measured on a whole "
-                                 "problem yet (Lang: one evaluation ran over 20 CPU minutes unfinished)")
+        return FORWARD_DEFAULT, ("a large sparse model: the sparse adjoint saved nothing on the one measured "
+                                 "(Lang: 1.0x forward exp2's CPU)")
     if problem.dim < AUTO_ADJOINT_MIN_PARAMS:
         return FORWARD_DEFAULT, f"{problem.dim} estimated parameters < {AUTO_ADJOINT_MIN_PARAMS}"
     return ADJOINT_METHOD, f"{problem.dim} estimated parameters >= {AUTO_ADJOINT_MIN_PARAMS}"
