@@ -91,6 +91,9 @@ def test_reference_priority_amici_then_published_then_table():
      "error", ["SolverError"]),
     ({"problem": "P", "timeout": 600.0, "stage": "load", "references": {}}, "timeout", ["600"]),
     (_rec(timeout=600.0, grad={}), "timeout", ["gradient"]),
+    # timed out after the gradients, before their FD check: not judged (was a TypeError on the None error)
+    (_rec(timeout=600.0, grad={"exp2": {"first_s": 612.8}, "fs": {"first_s": 3000.0}}), "timeout",
+     ["not checked", "600"]),
     ({"problem": "P", "unavailable": "files missing from the snapshot: m.xml"}, "unavailable", ["m.xml"]),
 ])
 def test_classify(rec, status, words):
