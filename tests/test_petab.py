@@ -177,24 +177,36 @@ def test_from_petab_problem_object_equals_load():
     assert np.allclose(res.gradient, by_path.gradient, rtol=1e-12, atol=1e-14)
 
 
-def test_zero_nominal_on_log_scale_loads_and_asks_for_theta(tmp_path):
-    """Lang_PLOSComputBiol2024 has estimated log-scale parameters with nominalValue 0: the
-    problem loads with a warning naming them; evaluations without theta say what is missing."""
+def _boehm_copy(tmp_path, nominal, estimate=1):
+    """Boehm with ``k_exp_hetero``'s nominalValue (and estimate) changed, in ``tmp_path``."""
     name = "Boehm_JProteomeRes2014"
-    d = tmp_path / name
+    d = tmp_path / f"{name}_{estimate}"
     shutil.copytree(DATA / name, d)
     pfile = d / f"parameters_{name}.tsv"
     par = pd.read_csv(pfile, sep="\t")
-    par.loc[par["parameterId"] == "k_exp_hetero", "nominalValue"] = 0.0
+    par.loc[par["parameterId"] == "k_exp_hetero", ["nominalValue", "estimate"]] = [nominal, estimate]
     par.to_csv(pfile, sep="\t", index=False)
-    with pytest.warns(pbsens.errors.PbsensWarning, match=r"k_exp_hetero.*row 3.*nominalValue|nominalValue.*k_exp_hetero"):
-        problem = pbpetab.load(d / f"{name}.yaml")
+    return d / f"{name}.yaml"
+
+
+def test_zero_nominal_on_log_scale_is_the_value_zero(tmp_path):
+    """Lang_PLOSComputBiol2024 has estimated log-scale parameters with nominalValue 0: -inf on
+    their scale, evaluated as the value 0 with gradient entry 0 (as AMICI does); the reference is
+    the same problem with the parameter not estimated (its table value 0 used as it is).
+    Samplers' default starts still need finite values and name the parameter."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pbsens.errors.PbsensWarning)
+        problem = pbpetab.load(_boehm_copy(tmp_path, 0.0))
+    fixed = pbpetab.load(_boehm_copy(tmp_path, 0.0, estimate=0))
     k = problem.parameter_ids.index("k_exp_hetero")
-    with pytest.raises(PbsensError, match="k_exp_hetero"):
-        problem.evaluate()
-    reference = pbpetab.load(DATA / name / f"{name}.yaml")
-    theta = reference.x_nominal
-    assert np.isfinite(theta[k])
-    assert abs(problem.evaluate(theta).llh - reference.evaluate(theta).llh) < 1e-9
+    assert problem.x_nominal[k] == -np.inf
+    tight = dict(method="fs", rtol=1e-10, atol=1e-12)
+    r = problem.evaluate(**tight)
+    ref = fixed.evaluate(**tight)
+    assert abs(r.llh - ref.llh) < 1e-9 * abs(ref.llh)
+    assert r.gradient[k] == 0.0
+    others = [i for i in range(problem.dim) if i != k]
+    np.testing.assert_allclose(r.gradient[others], ref.gradient, rtol=0, atol=1e-7 * np.abs(ref.gradient).max())
     with pytest.raises(PbsensError, match="k_exp_hetero"):
         pbsens.sample(problem, chains=1, draws=2, burn_in=0)

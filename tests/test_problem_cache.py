@@ -134,7 +134,7 @@ def test_the_warnings_of_a_load_are_issued_again(entries, tmp_path):
     for i, line in enumerate(lines[1:], 1):
         row = line.rstrip("\n").split("\t")
         if row[cols.index("estimate")] == "1" and row[cols.index("parameterScale")] == "log10":
-            row[cols.index("nominalValue")] = "0"
+            row[cols.index("nominalValue")] = "-1"      # no value on a log scale: loads with a warning
             lines[i] = "\t".join(row) + "\n"
             pid = row[cols.index("parameterId")]
             break
