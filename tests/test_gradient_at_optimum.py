@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("petab")
-libsbml = pytest.importorskip("libsbml")
+pytest.importorskip("libsbml")
 from scipy.optimize import least_squares  # noqa: E402
 
 import pbsens.petab as pbpetab                 # noqa: E402
 import pbsens.problems.method_choice as choice  # noqa: E402
-from petab_files import write_problem_yaml      # noqa: E402
+from petab_files import write_one_species_sbml, write_problem_yaml  # noqa: E402
 
 SIGMA = 0.05
 TIMES = np.arange(0.5, 10.01, 0.5)
@@ -54,25 +54,8 @@ def gradient(th):
 
 
 def _write(folder):
-    doc = libsbml.SBMLDocument(3, 2)
-    m = doc.createModel()
-    m.setId("logistic_optimum")
-    c = m.createCompartment()
-    c.setId("cell"); c.setSize(1.0); c.setConstant(True)                      # noqa: E702
-    s = m.createSpecies()
-    s.setId("X"); s.setCompartment("cell"); s.setHasOnlySubstanceUnits(True)  # noqa: E702
-    s.setBoundaryCondition(False); s.setConstant(False); s.setInitialAmount(0.1)  # noqa: E702
-    for pid in ("r", "K", "x0"):
-        p = m.createParameter()
-        p.setId(pid); p.setConstant(True); p.setValue(1.0)                    # noqa: E702
-    ia = m.createInitialAssignment()
-    ia.setSymbol("X"); ia.setMath(libsbml.parseL3Formula("x0"))              # noqa: E702
-    r = m.createReaction()
-    r.setId("grow"); r.setReversible(False)                                   # noqa: E702
-    prod = r.createProduct()
-    prod.setSpecies("X"); prod.setStoichiometry(1.0); prod.setConstant(True)  # noqa: E702
-    r.createKineticLaw().setMath(libsbml.parseL3Formula("r * X * (1 - X / K)"))
-    libsbml.writeSBMLToFile(doc, str(folder / "model.xml"))
+    write_one_species_sbml(folder / "model.xml", "logistic_optimum", {"r": 1.0, "K": 1.0, "x0": 1.0},
+                           "r * X * (1 - X / K)", initial="x0")
     (folder / "conditions.tsv").write_text("conditionId\nc0\n")
     (folder / "observables.tsv").write_text(f"observableId\tobservableFormula\tnoiseFormula\ny\tX\t{SIGMA}\n")
     (folder / "parameters.tsv").write_text(
