@@ -128,7 +128,6 @@ def refine_if_cancelling(problem, th, result, spread, solver_options):
         opts["rtol"] = max(opts["rtol"] * factor, FS_MIN_RTOL)
         opts["atol"] = max(opts["atol"] * factor, FS_MIN_RTOL * 1e-2)
     refined = problem._evaluate(th, FORWARD, True, opts)
-    refined.__dict__.pop("_spread", None)
     note = (f"method='auto': the post-hoc gradient is a sum of cancelling terms (||sum |dllh/dy| dy/dtheta|| = "
             f"{ratio:.3g} x ||gradient|| > {GRADIENT_CANCELLATION:g}, as near an optimum, where the post-hoc error does "
             f"not shrink with the gradient): evaluated again by method='fs' (rtol {_short(opts.get('rtol'))}, atol "

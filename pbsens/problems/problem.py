@@ -371,8 +371,7 @@ class Problem:
                         r[name] = later
                 res = EvaluationResult(simulations=_LazyTable(self, r.pop("y")), **r)
             else:
-                res = self._evaluate(th, method, sensitivities, opts)
-                spread = res.__dict__.pop("_spread", None)
+                res, spread = self._evaluate(th, method, sensitivities, opts, with_spread=True)
                 if chosen is not None:
                     res.notes.insert(0, chosen)
             if chosen is not None:       # near an optimum: forward sensitivities (method_choice.py)
@@ -389,7 +388,10 @@ class Problem:
         from .cross_check import cross_check
         return cross_check(self, theta, **options)
 
-    def _evaluate(self, th, method, sensitivities, opts):
+    def _evaluate(self, th, method, sensitivities, opts, with_spread=False):
+        """The :class:`EvaluationResult` of one forward evaluation; with ``with_spread``, the pair
+        ``(result, spread)``: ``spread`` the gradient without the residuals' signs (``None``
+        without sensitivities), what ``method="auto"`` compares the gradient with."""
         t_all = time.perf_counter()
         p_lin = unscale(th, self._scales)
         dpdth = dunscale(th, self._scales)
@@ -427,7 +429,7 @@ class Problem:
         llh_i, chi2_i, g_y, g_s, w_y, w_s, resid = self._noise.terms(y, sig)
         llh = float(np.sum(llh_i))
         chi2 = float(np.sum(chi2_i))
-        grad = fim = sres = None
+        grad = fim = sres = spread = None
         if sensitivities:
             Jy = self._to_theta(dy, dpdth)
             Js = self._to_theta(ds, dpdth)
@@ -445,9 +447,7 @@ class Problem:
                                residuals=resid,
                                sigmas=sig, residual_jacobian=sres,
                                sigma_jacobian=None if sres is None else Js, notes=self._notes)
-        if sensitivities:
-            res.__dict__["_spread"] = spread      # read (and removed) by evaluate(method="auto")
-        return res
+        return (res, spread) if with_spread else res
 
     def _condition_outputs(self, ci, x, p_lin, n_theta, sensitivities, outputs, y, sig):
         """Observables and noise parameters of condition ``ci``'s rows into ``y``, ``sig``; returns
