@@ -250,6 +250,8 @@ def main(argv=None):
                 record[name]["load_end"] = os.getloadavg()[0]
                 Path(args.json).write_text(json.dumps(record, indent=1))
         if args.plot_dir:
+            # a missing folder is made here: the measurements of the next problems must not be lost to it
+            os.makedirs(args.plot_dir, exist_ok=True)
             plot(name, rows, os.path.join(args.plot_dir, f"wp_{name.split('_')[0]}.png"))
     print("\n" + "\n".join(lines))
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
