@@ -26,8 +26,10 @@ every stage, so that a timed-out problem keeps what it got:
   relative error in max norm (when a method misses its tolerance, the differences are repeated at
   step ``STEP / 2`` and the reference is their Richardson extrapolation, which removes the O(h^2)
   truncation error of the first; ``error_vs_fd_step`` keeps the error against the first), and the
-  median wall time of each gradient (``--repeats``, after the first call). The gradient is skipped
-  (and the record says why) when the llh already fails, when one llh evaluation takes more than
+  median wall time of each gradient (``--repeats``, after the first call). ``fs`` runs at
+  ``--fs-rtol``/``--fs-atol`` when given (the record keeps them in ``gradient.fs.options`` and the
+  status detail names them; Lang's forward sensitivities do not get through at the defaults).
+  The gradient is skipped (and the record says why) when the llh already fails, when one llh evaluation takes more than
   ``--skip-gradient-above`` seconds (default 60), or when not even one coordinate's two FD
   evaluations fit in what is left of the timeout.
 * a spot check (``gradient.spot_check``, :mod:`collection_fd`) when the ``2 d`` FD evaluations do
@@ -191,6 +193,9 @@ def classify(rec):
         return "pass (llh only)", note + f"gradient of {', '.join(missing)} missing"
     if grad.get("shift") is not None and grad["shift"] != SHIFT:
         note += f"gradient at {grad.get('theta', grad['shift'])}; "
+    for m in GRAD_TOL:
+        if (grad.get(m) or {}).get("options"):
+            note += f"{m} at " + ", ".join(f"{k} {v:g}" for k, v in grad[m]["options"].items()) + "; "
     spot = grad.get("spot_check")
     if spot:
         return "pass (gradient spot check)", note + (
@@ -345,6 +350,9 @@ def run_worker(a):
             return rec
         from pbsens.errors import SolverError
         shifts = list(a.shifts)
+        # fs's state-and-sensitivity solve at --fs-rtol/--fs-atol when given (else evaluate()'s defaults)
+        grad_options = {m: {} for m in GRAD_TOL}
+        grad_options["fs"] = {k: v for k, v in (("rtol", a.fs_rtol), ("atol", a.fs_atol)) if v is not None}
         for shift in shifts:
             # at x_nominal + 0.1 a model may have no solution over the whole time span (Crauste's
             # blows up at t = 8.07 for some FD neighbours, with every solver): then the check runs
@@ -358,8 +366,10 @@ def run_worker(a):
                 for m in GRAD_TOL:
                     stage(f"gradient {m}")
                     t0 = time.perf_counter()
-                    gs[m] = np.asarray(problem.evaluate(theta, method=m).gradient, dtype=float)
+                    gs[m] = np.asarray(problem.evaluate(theta, method=m, **grad_options[m]).gradient, dtype=float)
                     grad[m] = {"first_s": time.perf_counter() - t0}
+                    if grad_options[m]:
+                        grad[m]["options"] = dict(grad_options[m])
                 stage("finite differences")
                 k, why = fd_plan(t_fd, problem.dim, time.perf_counter() - t_start, a.timeout, a.fd_coordinates)
                 if k == 0:
@@ -424,7 +434,7 @@ def run_worker(a):
                 if grad[m]["first_s"] * 2 > a.timeout - (time.perf_counter() - t_start):
                     break
                 t0 = time.perf_counter()
-                problem.evaluate(theta, method=m)
+                problem.evaluate(theta, method=m, **grad_options[m])
                 ts.append(time.perf_counter() - t0)
             grad[m].update(median_s=_median(ts) if ts else grad[m]["first_s"], n_timed=len(ts))
         stage("done")
@@ -519,6 +529,9 @@ def run_problem(name, a):
                "--json", str(out), "--timeout", str(a.timeout), "--skip-gradient-above",
                str(a.skip_gradient_above), "--repeats", str(a.repeats), "--fd-seed", str(a.fd_seed),
                "--shifts", *[repr(x) for x in a.shifts], "--fd-rtol", repr(a.fd_rtol), "--fd-atol", repr(a.fd_atol)]
+        for flag, v in (("--fs-rtol", a.fs_rtol), ("--fs-atol", a.fs_atol)):
+            if v is not None:
+                cmd += [flag, repr(v)]
         if a.fd_coordinates is not None:
             cmd += ["--fd-coordinates", str(a.fd_coordinates)]
         env = {**os.environ, "PBSENS_CACHE_DIR": cache}
@@ -617,6 +630,10 @@ def build_parser():
                     help=f"rtol of the llh evaluations of the FD reference (default {FD['rtol']:g}; Lang needs "
                          "more than 1e5 Rodas5P steps at 1e-12; the record keeps the options)")
     ap.add_argument("--fd-atol", type=float, default=FD["atol"], help=f"their atol (default {FD['atol']:g})")
+    ap.add_argument("--fs-rtol", type=float, default=None,
+                    help="rtol of fs's gradient (default: evaluate()'s, 1e-8; the record and the status detail "
+                         "name it when given)")
+    ap.add_argument("--fs-atol", type=float, default=None, help="its atol (default: evaluate()'s, 1e-10)")
     ap.add_argument("--shifts", type=float, nargs="+", default=[SHIFT, -SHIFT],
                     help="gradient check at x_nominal + shift (parameter scale), the next shift when a solver "
                          "fails at one (default: 0.1 -0.1)")
