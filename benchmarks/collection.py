@@ -190,17 +190,17 @@ def classify(rec):
     bad = [f"{m} error {grad[m]['error']:.2e} > {tol:g}" for m, tol in GRAD_TOL.items()
            if m in grad and m not in failed and not (grad[m].get("error") is not None and grad[m]["error"] <= tol)]
     missing = [m for m in GRAD_TOL if m not in grad]
-    if bad:
-        return "wrong", note + "; ".join(bad)
-    if failed:          # --exp2-when-fs-fails: fs failed where exp2 solved; exp2's check is reported beside it
-        spot = grad.get("spot_check")
-        ok = [f"{m} error {grad[m]['error']:.2e} <= {tol:g}" for m, tol in GRAD_TOL.items() if m not in failed]
-        return "error", note + "; ".join(f"{m} failed, {grad[m]['failed']}" for m in failed) + "; " + ", ".join(ok) + (
-            f" on {spot['k']} of {spot['of']} coordinates" if spot else "")
-    if missing:
-        return "pass (llh only)", note + f"gradient of {', '.join(missing)} missing"
     if grad.get("shift") is not None and grad["shift"] != SHIFT:
         note += f"gradient at {grad.get('theta', grad['shift'])}; "
+    if bad:
+        return "wrong", note + "; ".join(bad)
+    if failed:          # --exp2-when-fs-fails: fs failed where exp2 solved; exp2's check is reported first
+        spot = grad.get("spot_check")
+        ok = [f"{m} error {grad[m]['error']:.2e} <= {tol:g}" for m, tol in GRAD_TOL.items() if m not in failed]
+        return "error", note + ", ".join(ok) + (f" on {spot['k']} of {spot['of']} coordinates" if spot else "") + \
+            "; " + "; ".join(f"{m} failed: {grad[m]['failed']}" for m in failed)
+    if missing:
+        return "pass (llh only)", note + f"gradient of {', '.join(missing)} missing"
     for m in GRAD_TOL:
         if (grad.get(m) or {}).get("options") and not (grad.get(m) or {}).get("failed"):
             note += f"{m} at " + ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
@@ -613,7 +613,9 @@ def coverage_section(records, command):
              + AMICI_REFERENCE_SOURCE + ", sim. table = the llh of the collection's `simulatedData_*.tsv`. "
              "Gradient errors: max-norm relative error against central finite differences at "
              f"x_nominal + {SHIFT} (another shift where the model has no solution at + {SHIFT} or its FD "
-             f"neighbours; the JSON says which and why) (step {STEP:g}, Rodas5P rtol 1e-12, atol 1e-14; on every "
+             f"neighbours, or where + {SHIFT} is no small change; the detail and the JSON say which and why; fs "
+             f"at evaluate()'s defaults unless the detail names its options) (step {STEP:g}, Rodas5P rtol 1e-12, "
+             f"atol 1e-14 unless the JSON says otherwise; on every "
              f"coordinate, or for a spot check on the K named in the JSON; where a method misses its "
              f"tolerance, the Richardson extrapolation of steps {STEP:g} and {STEP / 2:g}); times are wall seconds "
              "on a shared 2-core machine (load averages in the JSON files).", "",

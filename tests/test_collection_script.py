@@ -358,7 +358,7 @@ def test_exp2_when_fs_fails_records_the_failure_and_checks_exp2_alone(tmp_path, 
     assert grad["fd"]["values"] == pytest.approx(g_exact[spot["indices"]], rel=1e-6)
     assert grad["exp2"]["error"] < col.GRAD_TOL["exp2"]
     status, detail = col.classify(rec)
-    assert status == "error" and "fs failed" in detail and "max_steps" in detail
+    assert status == "error" and "fs failed" in detail and "max_steps" in detail and "x_nominal - 0.1" in detail
     assert "exp2 error" in detail and "on 2 of 3 coordinates" in detail
     assert "|exp2 gradient|" not in detail          # not a pass: no spot-check sentence
     rec = col.run_worker(col.build_parser().parse_args(args + ["--json", str(tmp_path / "b.json")]))
