@@ -20,7 +20,9 @@ with fs at rtol 1e-6 (``--shifts 0.01 --fs-rtol 1e-6 --fs-atol 1e-8``). Output: 
    differences of the exact Jacobians with the increment ``sqrt(eps) max(|x_k|, 1e-3 max|x|, 1e-12)``
    (``pbsens/kernels/augmented.py``). Lang's rate laws are mass action (the Jacobians are affine in x),
    so a 1e4 times larger increment gives the same derivative up to rounding: the largest relative
-   difference of dA/dx_k between the two increments, at t = 0.
+   difference of dA/dx_k between the two increments, at t = 0. (A copy of pbsens with the larger
+   increment, 1e-4 instead of sqrt(eps), in ``augmented.py`` stalls the same way: these
+   differences are not the cause; ``collection_lang_fs_atol.py`` finds the cause.)
 """
 import os
 import time
