@@ -26,8 +26,10 @@ every stage, so that a timed-out problem keeps what it got:
   relative error in max norm (when a method misses its tolerance, the differences are repeated at
   step ``STEP / 2`` and the reference is their Richardson extrapolation, which removes the O(h^2)
   truncation error of the first; ``error_vs_fd_step`` keeps the error against the first), and the
-  median wall time of each gradient (``--repeats``, after the first call). The gradient is skipped
-  (and the record says why) when the llh already fails, when one llh evaluation takes more than
+  median wall time of each gradient (``--repeats``, after the first call). ``fs`` runs with
+  ``--fs-solver``, ``--fs-rtol``, ``--fs-atol``, ``--fs-max-steps`` when given (the record keeps them in ``gradient.fs.options`` and the
+  status detail names them; Lang's forward sensitivities do not get through at the defaults).
+  The gradient is skipped (and the record says why) when the llh already fails, when one llh evaluation takes more than
   ``--skip-gradient-above`` seconds (default 60), or when not even one coordinate's two FD
   evaluations fit in what is left of the timeout.
 * a spot check (``gradient.spot_check``, :mod:`collection_fd`) when the ``2 d`` FD evaluations do
@@ -43,7 +45,9 @@ the gradient checked on ``K`` of the ``d`` coordinates; the detail says how many
 ``pass (llh only)`` (gradient skipped);
 ``refused`` (a named :class:`pbsens.errors.PbsensError` other than a solver failure, with its
 message); ``wrong`` (llh or gradient outside the tolerances, spot checks included); ``error`` (any
-other exception, a solver failure at every shift, a crash); ``timeout``; ``unavailable`` (files
+other exception, a solver failure at every shift, a crash; with ``--exp2-when-fs-fails``, fs's
+solver failure at a shift where exp2 solved: exp2 is then checked alone, the spot check's
+coordinates taken by largest ``|exp2 gradient|``, and the detail gives its error); ``timeout``; ``unavailable`` (files
 missing from the snapshot).
 The reference for the status is AMICI 1.1's llh at ``AMICI_TIGHT`` when AMICI ran, else the
 published value, else the simulation table's; every reference that disagrees with pbsens is
@@ -182,20 +186,31 @@ def classify(rec):
         return "timeout", f"{note}llh ok; gradient not checked within {rec['timeout']:g} s (stage {rec.get('stage', '?')})"
     if grad.get("skipped") or not grad:
         return "pass (llh only)", note + "gradient skipped: " + str(grad.get("skipped", "not computed"))
+    failed = [m for m in GRAD_TOL if (grad.get(m) or {}).get("failed")]
     bad = [f"{m} error {grad[m]['error']:.2e} > {tol:g}" for m, tol in GRAD_TOL.items()
-           if m in grad and not (grad[m].get("error") is not None and grad[m]["error"] <= tol)]
+           if m in grad and m not in failed and not (grad[m].get("error") is not None and grad[m]["error"] <= tol)]
     missing = [m for m in GRAD_TOL if m not in grad]
-    if bad:
-        return "wrong", note + "; ".join(bad)
-    if missing:
-        return "pass (llh only)", note + f"gradient of {', '.join(missing)} missing"
     if grad.get("shift") is not None and grad["shift"] != SHIFT:
         note += f"gradient at {grad.get('theta', grad['shift'])}; "
+    if bad:
+        return "wrong", note + "; ".join(bad)
+    if failed:          # --exp2-when-fs-fails: fs failed where exp2 solved; exp2's check is reported first
+        spot = grad.get("spot_check")
+        ok = [f"{m} error {grad[m]['error']:.2e} <= {tol:g}" for m, tol in GRAD_TOL.items() if m not in failed]
+        return "error", note + ", ".join(ok) + (f" on {spot['k']} of {spot['of']} coordinates" if spot else "") + \
+            "; " + "; ".join(f"{m} failed: {grad[m]['failed']}" for m in failed)
+    if missing:
+        return "pass (llh only)", note + f"gradient of {', '.join(missing)} missing"
+    for m in GRAD_TOL:
+        if (grad.get(m) or {}).get("options") and not (grad.get(m) or {}).get("failed"):
+            note += f"{m} at " + ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
+                                           for k, v in grad[m]["options"].items()) + "; "
     spot = grad.get("spot_check")
     if spot:
         return "pass (gradient spot check)", note + (
             f"gradient checked on {spot['k']} of {spot['of']} coordinates ({len(spot['largest_abs_fs_gradient'])} "
-            f"of largest |fs gradient|, {len(spot['random'])} seeded random): {spot['reason']}")
+            f"of largest |{spot.get('largest_abs_gradient_of', 'fs')} gradient|, {len(spot['random'])} seeded random): "
+            f"{spot['reason']}")
     return "pass", note.rstrip("; ")
 
 
@@ -345,6 +360,10 @@ def run_worker(a):
             return rec
         from pbsens.errors import SolverError
         shifts = list(a.shifts)
+        # fs's state-and-sensitivity solve at --fs-rtol/--fs-atol when given (else evaluate()'s defaults)
+        grad_options = {m: {} for m in GRAD_TOL}
+        grad_options["fs"] = {k: v for k, v in (("solver", a.fs_solver), ("rtol", a.fs_rtol), ("atol", a.fs_atol),
+                                                ("max_steps", a.fs_max_steps)) if v is not None}
         for shift in shifts:
             # at x_nominal + 0.1 a model may have no solution over the whole time span (Crauste's
             # blows up at t = 8.07 for some FD neighbours, with every solver): then the check runs
@@ -358,8 +377,19 @@ def run_worker(a):
                 for m in GRAD_TOL:
                     stage(f"gradient {m}")
                     t0 = time.perf_counter()
-                    gs[m] = np.asarray(problem.evaluate(theta, method=m).gradient, dtype=float)
-                    grad[m] = {"first_s": time.perf_counter() - t0}
+                    try:
+                        gs[m] = np.asarray(problem.evaluate(theta, method=m, **grad_options[m]).gradient, dtype=float)
+                    except SolverError as exc:
+                        # --exp2-when-fs-fails: fs's failure is recorded (status error) and exp2 is still checked
+                        if m != "fs" or "exp2" not in gs or not a.exp2_when_fs_fails:
+                            raise
+                        grad[m] = {"failed": f"x_nominal {'+' if shift >= 0 else '-'} {abs(shift):g}: {str(exc)[:500]}",
+                                   "seconds": time.perf_counter() - t0}
+                    else:
+                        grad[m] = {"first_s": time.perf_counter() - t0}
+                    if grad_options[m]:
+                        grad[m]["options"] = dict(grad_options[m])
+                    save()
                 stage("finite differences")
                 k, why = fd_plan(t_fd, problem.dim, time.perf_counter() - t_start, a.timeout, a.fd_coordinates)
                 if k == 0:
@@ -368,12 +398,15 @@ def run_worker(a):
                     return rec
                 grad.pop("spot_check", None)
                 if k < problem.dim:
-                    top, rnd = spot_coordinates(gs["fs"], k, a.fd_seed)
+                    by = "fs" if "fs" in gs else "exp2"      # exp2 when fs failed (--exp2-when-fs-fails)
+                    top, rnd = spot_coordinates(gs[by], k, a.fd_seed)
                     idx = sorted(top + rnd)
                     ids = list(problem.parameter_ids)
                     grad["spot_check"] = {"k": len(idx), "of": int(problem.dim), "reason": why, "seed": a.fd_seed,
                                           "largest_abs_fs_gradient": [ids[i] for i in top],
                                           "random": [ids[i] for i in rnd], "indices": idx}
+                    if by != "fs":
+                        grad["spot_check"]["largest_abs_gradient_of"] = by
                 else:
                     idx = list(range(problem.dim))
                 save()
@@ -393,14 +426,15 @@ def run_worker(a):
                       "max_abs": float(np.max(np.abs(g_fd))), "n_coordinates": len(idx)}
         if "spot_check" in grad:
             grad["fd"]["values"] = g_fd.tolist()
-            for m in GRAD_TOL:
+            for m in gs:
                 grad[m]["on_spot"] = gs[m][idx].tolist()
-            grad["spot_check"]["max_abs_fs_gradient_all"] = float(np.max(np.abs(gs["fs"])))
-            grad["spot_check"]["exp2_vs_fs_all"] = rel_err_max(gs["exp2"], gs["fs"])
-        for m in GRAD_TOL:
+            if "fs" in gs:
+                grad["spot_check"]["max_abs_fs_gradient_all"] = float(np.max(np.abs(gs["fs"])))
+                grad["spot_check"]["exp2_vs_fs_all"] = rel_err_max(gs["exp2"], gs["fs"])
+        for m in gs:
             grad[m]["error"] = rel_err_max(gs[m][idx], g_fd)
         save()
-        if any(grad[m]["error"] > tol for m, tol in GRAD_TOL.items()):
+        if any(grad[m]["error"] > GRAD_TOL[m] for m in gs):
             # a gradient off by more than its tolerance: is it the FD reference's own O(STEP^2)
             # truncation error (Borghans' oscillator: 1.5e-4)? Half the step and extrapolate
             ok, why = fd_budget_ok(t_fd, len(idx), time.perf_counter() - t_start, a.timeout, 1e300)
@@ -413,18 +447,18 @@ def run_worker(a):
                 g_rich = richardson(g_fd, g_half)
                 grad["fd_richardson"] = {"seconds": time.perf_counter() - t0, "steps": [STEP, STEP / 2],
                                          "fd_step_error": rel_err_max(g_fd, g_rich)}
-                for m in GRAD_TOL:
+                for m in gs:
                     grad[m]["error_vs_fd_step"] = grad[m]["error"]
                     grad[m]["error"] = rel_err_max(gs[m][idx], g_rich)
                 save()
-        for m in GRAD_TOL:           # timing: median of --repeats calls after the first
+        for m in gs:                 # timing: median of --repeats calls after the first
             stage(f"timing {m}")
             ts = []
             for _ in range(a.repeats):
                 if grad[m]["first_s"] * 2 > a.timeout - (time.perf_counter() - t_start):
                     break
                 t0 = time.perf_counter()
-                problem.evaluate(theta, method=m)
+                problem.evaluate(theta, method=m, **grad_options[m])
                 ts.append(time.perf_counter() - t0)
             grad[m].update(median_s=_median(ts) if ts else grad[m]["first_s"], n_timed=len(ts))
         stage("done")
@@ -519,8 +553,14 @@ def run_problem(name, a):
                "--json", str(out), "--timeout", str(a.timeout), "--skip-gradient-above",
                str(a.skip_gradient_above), "--repeats", str(a.repeats), "--fd-seed", str(a.fd_seed),
                "--shifts", *[repr(x) for x in a.shifts], "--fd-rtol", repr(a.fd_rtol), "--fd-atol", repr(a.fd_atol)]
+        for flag, v in (("--fs-solver", a.fs_solver), ("--fs-rtol", a.fs_rtol), ("--fs-atol", a.fs_atol),
+                        ("--fs-max-steps", a.fs_max_steps)):
+            if v is not None:
+                cmd += [flag, str(v)]
         if a.fd_coordinates is not None:
             cmd += ["--fd-coordinates", str(a.fd_coordinates)]
+        if a.exp2_when_fs_fails:
+            cmd += ["--exp2-when-fs-fails"]
         env = {**os.environ, "PBSENS_CACHE_DIR": cache}
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -573,7 +613,9 @@ def coverage_section(records, command):
              + AMICI_REFERENCE_SOURCE + ", sim. table = the llh of the collection's `simulatedData_*.tsv`. "
              "Gradient errors: max-norm relative error against central finite differences at "
              f"x_nominal + {SHIFT} (another shift where the model has no solution at + {SHIFT} or its FD "
-             f"neighbours; the JSON says which and why) (step {STEP:g}, Rodas5P rtol 1e-12, atol 1e-14; on every "
+             f"neighbours, or where + {SHIFT} is no small change; the detail and the JSON say which and why; fs "
+             f"at evaluate()'s defaults unless the detail names its options) (step {STEP:g}, Rodas5P rtol 1e-12, "
+             f"atol 1e-14 unless the JSON says otherwise; on every "
              f"coordinate, or for a spot check on the K named in the JSON; where a method misses its "
              f"tolerance, the Richardson extrapolation of steps {STEP:g} and {STEP / 2:g}); times are wall seconds "
              "on a shared 2-core machine (load averages in the JSON files).", "",
@@ -617,6 +659,15 @@ def build_parser():
                     help=f"rtol of the llh evaluations of the FD reference (default {FD['rtol']:g}; Lang needs "
                          "more than 1e5 Rodas5P steps at 1e-12; the record keeps the options)")
     ap.add_argument("--fd-atol", type=float, default=FD["atol"], help=f"their atol (default {FD['atol']:g})")
+    ap.add_argument("--fs-rtol", type=float, default=None,
+                    help="rtol of fs's gradient (default: evaluate()'s, 1e-8; the record and the status detail "
+                         "name it when given)")
+    ap.add_argument("--fs-atol", type=float, default=None, help="its atol (default: evaluate()'s, 1e-10)")
+    ap.add_argument("--fs-solver", default=None, help="its solver (default: evaluate()'s, rodas5p)")
+    ap.add_argument("--fs-max-steps", type=int, default=None, help="its step limit (default: the solver's)")
+    ap.add_argument("--exp2-when-fs-fails", action="store_true",
+                    help="when fs fails (a solver failure) at a shift where exp2 solved, record the failure and "
+                         "check exp2 alone there (status error, exp2's check in the detail) instead of moving on")
     ap.add_argument("--shifts", type=float, nargs="+", default=[SHIFT, -SHIFT],
                     help="gradient check at x_nominal + shift (parameter scale), the next shift when a solver "
                          "fails at one (default: 0.1 -0.1)")

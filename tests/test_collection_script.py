@@ -85,6 +85,11 @@ def test_reference_priority_amici_then_published_then_table():
     (_rec(refs={}), "pass", []),
     (_rec(grad={"exp2": {"error": 1e-4}, "fs": {"error": 1e-7}, "shift": -0.5, "theta": "x_nominal - 0.5"}), "pass",
      ["gradient at x_nominal - 0.5"]),
+    (_rec(grad={"exp2": {"error": 1e-4}, "fs": {"error": 1e-7, "options": {"rtol": 1e-6, "atol": 1e-8}},
+                "shift": 0.01, "theta": "x_nominal + 0.01"}), "pass",
+     ["gradient at x_nominal + 0.01", "fs at rtol 1e-06, atol 1e-08"]),
+    (_rec(grad={"exp2": {"error": 1e-4}, "fs": {"error": 1e-7, "options": {"solver": "BDF", "max_steps": 5000}}}),
+     "pass", ["fs at solver BDF, max_steps 5000"]),
     (_rec(exception={"kind": "refused", "type": "UnsupportedModelError", "stage": "load",
                      "message": "event E1 not supported"}), "refused", ["UnsupportedModelError", "not supported"]),
     (_rec(exception={"kind": "error", "type": "SolverError", "stage": "llh", "message": "step size"}),
@@ -290,3 +295,72 @@ def test_worker_spot_check_after_a_blow_up_at_the_first_shift(tmp_path):
         assert grad[m]["error"] < col.GRAD_TOL[m]
     assert col.classify(rec)[0] == "pass (gradient spot check)"
     assert json.loads(out.read_text())["gradient"]["spot_check"]["k"] == 2
+
+
+def test_worker_runs_fs_at_the_given_tolerances_and_records_them(tmp_path, monkeypatch):
+    """--fs-rtol/--fs-atol reach every fs evaluation of the check (not exp2's), the record keeps
+    them and the status names them; the gradient still agrees with the closed form at x_nominal - 0.1."""
+    pytest.importorskip("petab")
+    from pbsens.problems.problem import Problem
+    calls = []
+    original = Problem.evaluate
+
+    def spy(self, theta=None, **kw):
+        calls.append(kw)
+        return original(self, theta, **kw)
+    monkeypatch.setattr(Problem, "evaluate", spy)
+    y = _blowup_petab(tmp_path / "Blowup")
+    out = tmp_path / "Blowup.json"
+    a = col.build_parser().parse_args(["--worker", "Blowup", "--yaml", str(y), "--json", str(out), "--shifts", "-0.1",
+                                       "--fs-rtol", "1e-7", "--fs-atol", "1e-9", "--repeats", "1",
+                                       "--timeout", "3000"])
+    rec = col.run_worker(a)
+    assert "exception" not in rec, rec.get("exception")
+    fs_calls = [kw for kw in calls if kw.get("method") == "fs"]
+    assert len(fs_calls) == 2 and all(kw["rtol"] == 1e-7 and kw["atol"] == 1e-9 for kw in fs_calls)
+    exp2_calls = [kw for kw in calls if kw.get("method") == "exp2" and kw.get("sensitivities", True)]
+    assert len(exp2_calls) == 2 and all("rtol" not in kw for kw in exp2_calls)
+    grad = rec["gradient"]
+    assert grad["fs"]["options"] == {"rtol": 1e-7, "atol": 1e-9} and "options" not in grad["exp2"]
+    assert grad["fs"]["error"] < col.GRAD_TOL["fs"]
+    status, detail = col.classify(rec)
+    assert status == "pass" and "fs at rtol 1e-07, atol 1e-09" in detail and "x_nominal - 0.1" in detail
+
+
+def test_exp2_when_fs_fails_records_the_failure_and_checks_exp2_alone(tmp_path, monkeypatch):
+    """With --exp2-when-fs-fails, an fs solver failure where exp2 solved is recorded, exp2 is
+    checked against FD (its spot check's coordinates by largest |exp2 gradient|, against the closed
+    form), and the status is error with exp2's check in the detail; without the flag the failure
+    moves the check on and, at the last shift, is the record's exception."""
+    pytest.importorskip("petab")
+    from pbsens.errors import SolverError
+    from pbsens.problems.problem import Problem
+    original = Problem.evaluate
+
+    def fs_fails(self, theta=None, **kw):
+        if kw.get("method") == "fs":
+            raise SolverError("'max_steps' = 100000 steps taken (made up)")
+        return original(self, theta, **kw)
+    monkeypatch.setattr(Problem, "evaluate", fs_fails)
+    y = _blowup_petab(tmp_path / "Blowup")
+    args = ["--worker", "Blowup", "--yaml", str(y), "--shifts", "-0.1", "--fd-coordinates", "2", "--repeats", "0",
+            "--timeout", "3000"]
+    rec = col.run_worker(col.build_parser().parse_args(args + ["--json", str(tmp_path / "a.json"),
+                                                               "--exp2-when-fs-fails"]))
+    assert "exception" not in rec, rec.get("exception")
+    grad = rec["gradient"]
+    assert "max_steps" in grad["fs"]["failed"] and "error" not in grad["fs"]
+    _, g_exact = _blowup_llh_and_gradient(BLOW_K - 0.1, BLOW_A - 0.1, BLOW_B - 0.1)
+    spot = grad["spot_check"]
+    ids = ["k", "a", "b"]
+    assert spot["largest_abs_gradient_of"] == "exp2"
+    assert spot["largest_abs_fs_gradient"] == [ids[int(np.argmax(np.abs(g_exact)))]]
+    assert grad["fd"]["values"] == pytest.approx(g_exact[spot["indices"]], rel=1e-6)
+    assert grad["exp2"]["error"] < col.GRAD_TOL["exp2"]
+    status, detail = col.classify(rec)
+    assert status == "error" and "fs failed" in detail and "max_steps" in detail and "x_nominal - 0.1" in detail
+    assert "exp2 error" in detail and "on 2 of 3 coordinates" in detail
+    assert "|exp2 gradient|" not in detail          # not a pass: no spot-check sentence
+    rec = col.run_worker(col.build_parser().parse_args(args + ["--json", str(tmp_path / "b.json")]))
+    assert rec["exception"]["type"] == "SolverError" and col.classify(rec)[0] == "error"
+    assert "exp2" not in rec["gradient"]
