@@ -14,7 +14,7 @@ every stage, so that a timed-out problem keeps what it got:
   (Rodas5P, rtol 1e-8, atol 1e-10) and at the finite-difference tolerances (``FD``: Rodas5P,
   rtol 1e-12, atol 1e-14), against three references where they exist: AMICI 1.1's llh on the
   same files in the same run (``benchmarks/amici_side.py petab --modes llh``, when
-  ``--amici-python`` or ``$PBSENS_AMICI_PYTHON`` is set; at ``AMICI_TIGHT`` = rtol 1e-12, atol
+  ``--amici-python`` or ``$PBSENS_AMICI_PYTHON`` is set; at ``collection_amici.AMICI_TIGHT`` = rtol 1e-12, atol
   1e-16 as in AMICI's own benchmark tests, and at AMICI's defaults), the published reference values of
   AMICI's benchmark tests (``AMICI_REFERENCE``) and the llh of the collection's own simulation
   table (``simulatedData_*.tsv``, by ``petab.v1.calculate.calculate_llh``);
@@ -83,10 +83,12 @@ try:  # run as a script (the worker is): the script's folder is on sys.path
     from collection_fd import (AUTO_SPOT, SPOT_SEED, central_differences, fd_budget_ok, fd_plan, rel_err_max,
                                richardson, spot_coordinates)
     from collection_files import find_yaml, missing_files, problem_size, simulation_table_llh
+    from collection_amici import amici_llh
 except ImportError:  # python -m benchmarks.collection, or imported from the repository root
     from benchmarks.collection_fd import (AUTO_SPOT, SPOT_SEED, central_differences, fd_budget_ok, fd_plan,
                                           rel_err_max, richardson, spot_coordinates)
     from benchmarks.collection_files import find_yaml, missing_files, problem_size, simulation_table_llh
+    from benchmarks.collection_amici import amici_llh
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -96,9 +98,6 @@ FD = dict(solver="rodas5p", rtol=1e-12, atol=1e-14)
 STEP = 1e-4
 SHIFT = 0.1
 GRAD_TOL = {"exp2": 1e-2, "fs": 1e-4}
-#: AMICI's (rtol, atol) for the reference llh: those of AMICI's own benchmark tests; its defaults
-#: (1e-8, 1e-16) are run too (``amici_default_tolerances``)
-AMICI_TIGHT = (1e-12, 1e-16)
 STATUSES = ("pass", "pass (gradient spot check)", "pass (llh only)", "refused", "wrong", "error", "timeout", "unavailable")
 
 #: Reference llh at the nominal parameters from AMICI's benchmark tests:
@@ -479,46 +478,6 @@ def _git_head():
                               text=True, timeout=10).stdout.strip() or None
     except Exception:
         return None
-
-
-def amici_llh(yaml_path, amici_python_path, timeout, max_steps=None):
-    """AMICI 1.1's llh at the nominal parameters (``amici_side.py petab --modes llh``), as a dict
-    (``llh``, ``status``, ``import_seconds``, ``compiled_now``, ``seconds``), or ``None`` without AMICI.
-    ``max_steps``: CVODES's step limit (``--max-steps``; default AMICI's 10000, which Lang's long
-    time span exceeds)."""
-    try:
-        from amici_bridge import amici_python, run_amici
-    except ImportError:
-        from benchmarks.amici_bridge import amici_python, run_amici
-    if amici_python(amici_python_path) is None:
-        return None
-    out = {}
-    for key, tol in (("default", []), ("tight", ["--rtol", str(AMICI_TIGHT[0]), "--atol", str(AMICI_TIGHT[1])])):
-        t0 = time.perf_counter()
-        try:
-            steps = ["--max-steps", str(max_steps)] if max_steps else []
-            # --settings defaults: the "default" llh is AMICI's at its Solver defaults (rtol 1e-8, atol 1e-16)
-            res = run_amici(["petab", str(yaml_path), "--modes", "llh", "--repeats", "1", "--petab-repeats", "0",
-                             "--settings", "defaults", *tol, *steps],
-                            amici_python_path, timeout=timeout, quiet=True)
-        except subprocess.TimeoutExpired:
-            out[key] = {"status": f"timeout after {timeout:g} s", "llh": None, "seconds": time.perf_counter() - t0}
-            break
-        except Exception as exc:
-            out[key] = {"status": f"error: {str(exc)[-600:]}", "llh": None, "seconds": time.perf_counter() - t0}
-            continue
-        run = res["runs"].get("llh", {})
-        out[key] = {"status": run.get("status", "missing") if not run.get("error") else run["error"][:300],
-                    "llh": run.get("llh") if run.get("status") == "ok" else None,
-                    "solver": {k: (run.get("solver") or {}).get(k) for k in ("rtol", "atol", "max_steps")},
-                    "failures": run.get("failures", [])[:3], "import_seconds": res.get("import_seconds"),
-                    "compiled_now": res.get("model_compiled_now"), "seconds": time.perf_counter() - t0,
-                    "version": (res.get("environment") or {}).get("amici_version")}
-    tight, default = out.get("tight") or {}, out.get("default") or {}
-    out["llh"] = tight.get("llh") if tight.get("llh") is not None else default.get("llh")
-    out["llh_default"] = default.get("llh")
-    out["status"] = tight.get("status") or default.get("status")
-    return out
 
 
 def run_problem(name, a):
