@@ -47,6 +47,18 @@ print(f"{P.dim} estimated parameters, {int(lin.sum())} on a linear scale; {model
       f"t up to {times[-1]:g}", flush=True)
 
 
+def reached(run):
+    """How far ``run()`` (a solve with a step limit) got, and its wall time."""
+    t0 = time.perf_counter()
+    try:
+        run()
+        got = f"reached t = {times[-1]:g}"
+    except SolverError as exc:
+        msg = str(exc)
+        got = msg[msg.find("failed at"):msg.find("before the end")].strip()
+    return f"{got} ({time.perf_counter() - t0:.1f} s)"
+
+
 def start(theta, sens=False):
     return P._condition_start(plan, unscale(theta, P._scales), sens, {})
 
@@ -102,26 +114,15 @@ for shift in (0.0, 0.01):
     print(f"  shift {shift:+g}: states alone (rtol 1e-8): {tr.stats['n_steps']} steps to t = {times[-1]:g} "
           f"({int(np.sum(tr.t < 0.03))} grid points before t = 0.03), {time.perf_counter() - t0:.1f} s", flush=True)
     for rtol in (1e-8, 1e-6):
-        t0 = time.perf_counter()
-        try:
-            pbsens.forward_sensitivities(model, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, S0=S0[:, cols],
-                                         method="rodas5p", rtol=rtol, atol=rtol * 1e-2, params=cols, max_steps=1500)
-            got = f"reached t = {times[-1]:g}"
-        except SolverError as exc:
-            msg = str(exc)
-            got = msg[msg.find("failed at"):msg.find("before the end")].strip()
-        print(f"  shift {shift:+g}: fs rtol {rtol:g}: {got} ({time.perf_counter() - t0:.1f} s)", flush=True)
+        got = reached(lambda: pbsens.forward_sensitivities(
+            model, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, S0=S0[:, cols], method="rodas5p", rtol=rtol,
+            atol=rtol * 1e-2, params=cols, max_steps=1500))
+        print(f"  shift {shift:+g}: fs rtol {rtol:g}: {got}", flush=True)
 
 print("\n3b. fs through the problem (all 294 columns), at most 1000 Rodas5P steps", flush=True)
 for shift, rtol in ((0.0, 1e-8), (0.01, 1e-8), (0.1, 1e-8), (0.01, 1e-6)):
-    t0 = time.perf_counter()
-    try:
-        P.evaluate(x_nom + shift, method="fs", rtol=rtol, atol=rtol * 1e-2, max_steps=1000)
-        got = f"reached t = {times[-1]:g}"
-    except SolverError as exc:
-        msg = str(exc)
-        got = msg[msg.find("failed at"):msg.find("before the end")].strip()
-    print(f"  shift {shift:+g}: fs rtol {rtol:g}: {got} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    got = reached(lambda: P.evaluate(x_nom + shift, method="fs", rtol=rtol, atol=rtol * 1e-2, max_steps=1000))
+    print(f"  shift {shift:+g}: fs rtol {rtol:g}: {got}", flush=True)
 
 print("\n4. forward-difference couplings at t = 0 (x_nominal)", flush=True)
 p, x0, _ = start(x_nom)
