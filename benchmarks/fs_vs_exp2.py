@@ -17,7 +17,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -25,6 +24,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_adjoint import median_time  # noqa: E402
+from collection_files import find_yaml  # noqa: E402
 
 #: The collection's problems with at most ~70 estimated parameters and a cheap gradient.
 PROBLEMS = ["Armistead_CellDeathDis2024", "Bertozzi_PNAS2020", "Blasi_CellSystems2016", "Boehm_JProteomeRes2014",
@@ -34,16 +36,6 @@ PROBLEMS = ["Armistead_CellDeathDis2024", "Bertozzi_PNAS2020", "Blasi_CellSystem
             "Perelson_Science1996", "Rahman_MBS2016", "Raia_CancerResearch2011", "Schwen_PONE2014",
             "Sneyd_PNAS2002", "Weber_BMC2015", "Zhao_QuantBiol2020", "Zheng_PNAS2012", "Beer_MolBioSystems2014",
             "Laske_PLOSComputBiol2019"]
-
-
-def median_cpu(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        c0 = time.process_time()
-        fn()
-        times.append(time.process_time() - c0)
-    return statistics.median(times)
 
 
 def main(argv=None):
@@ -57,13 +49,11 @@ def main(argv=None):
     import pbsens.petab
     ratios = []
     for name in args.problems:
-        folder = Path(args.collection) / name
         try:
-            yaml = folder / f"{name}.yaml"
-            problem = pbsens.petab.load(yaml if yaml.exists() else folder / "problem.yaml")
+            problem = pbsens.petab.load(find_yaml(Path(args.collection) / name))
             theta = np.asarray(problem.x_nominal, dtype=float) + 0.1
             theta = np.where(np.isfinite(theta), theta, 0.0)
-            t = {m: median_cpu(lambda m=m: problem.evaluate(theta, method=m), args.repeats) for m in ("exp2", "fs")}
+            t = {m: median_time(lambda m=m: problem.evaluate(theta, method=m), args.repeats)[1] for m in ("exp2", "fs")}
         except Exception as exc:          # a problem that does not load or solve is reported, not fatal
             print(f"{name} failed {type(exc).__name__} {str(exc)[:100]}", flush=True)
             continue

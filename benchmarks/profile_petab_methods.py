@@ -17,9 +17,7 @@ import argparse
 import cProfile
 import os
 import pstats
-import statistics
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -29,17 +27,13 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_adjoint import median_time  # noqa: E402
 from work_precision_petab import problem_yaml  # noqa: E402
 
 
 def profile(problem, theta, method, rtol, repeats, top):
     kw = dict(method=method, rtol=rtol, atol=rtol / 100)
-    problem.evaluate(theta, **kw)
-    times = []
-    for _ in range(repeats):
-        c0 = time.process_time()
-        problem.evaluate(theta, **kw)
-        times.append(time.process_time() - c0)
+    cpu = median_time(lambda: problem.evaluate(theta, **kw), repeats)[1]
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(repeats):
@@ -49,7 +43,7 @@ def profile(problem, theta, method, rtol, repeats, top):
     total = sum(v[2] for v in stats.stats.values())        # own times: they sum to the whole
     rows = sorted(((v[2], v[0], f"{Path(k[0]).name}:{k[1]}({k[2]})") for k, v in stats.stats.items()),
                   reverse=True)[:top]
-    return statistics.median(times), total / repeats, rows
+    return cpu, total / repeats, rows
 
 
 def main(argv=None):
