@@ -98,6 +98,8 @@ FD = dict(solver="rodas5p", rtol=1e-12, atol=1e-14)
 STEP = 1e-4
 SHIFT = 0.1
 GRAD_TOL = {"exp2": 1e-2, "fs": 1e-4}
+#: fs's evaluate() options a run may set (``--fs-<name>``)
+FS_OPTIONS = ("solver", "rtol", "atol", "max_steps")
 STATUSES = ("pass", "pass (gradient spot check)", "pass (llh only)", "refused", "wrong", "error", "timeout", "unavailable")
 
 #: Reference llh at the nominal parameters from AMICI's benchmark tests:
@@ -285,6 +287,11 @@ def _write_json(path, rec):
     tmp.replace(path)
 
 
+def fs_options(a):
+    """``evaluate()`` options of fs's gradient from ``--fs-solver/--fs-rtol/--fs-atol/--fs-max-steps`` (those given)."""
+    return {k: v for k in FS_OPTIONS if (v := getattr(a, "fs_" + k)) is not None}
+
+
 def _exception_record(exc, stage):
     from pbsens.errors import PbsensError, SolverError
     kind = "refused" if isinstance(exc, PbsensError) and not isinstance(exc, SolverError) else "error"
@@ -361,8 +368,7 @@ def run_worker(a):
         shifts = list(a.shifts)
         # fs's state-and-sensitivity solve at --fs-rtol/--fs-atol when given (else evaluate()'s defaults)
         grad_options = {m: {} for m in GRAD_TOL}
-        grad_options["fs"] = {k: v for k, v in (("solver", a.fs_solver), ("rtol", a.fs_rtol), ("atol", a.fs_atol),
-                                                ("max_steps", a.fs_max_steps)) if v is not None}
+        grad_options["fs"] = fs_options(a)
         for shift in shifts:
             # at x_nominal + 0.1 a model may have no solution over the whole time span (Crauste's
             # blows up at t = 8.07 for some FD neighbours, with every solver): then the check runs
@@ -512,10 +518,8 @@ def run_problem(name, a):
                "--json", str(out), "--timeout", str(a.timeout), "--skip-gradient-above",
                str(a.skip_gradient_above), "--repeats", str(a.repeats), "--fd-seed", str(a.fd_seed),
                "--shifts", *[repr(x) for x in a.shifts], "--fd-rtol", repr(a.fd_rtol), "--fd-atol", repr(a.fd_atol)]
-        for flag, v in (("--fs-solver", a.fs_solver), ("--fs-rtol", a.fs_rtol), ("--fs-atol", a.fs_atol),
-                        ("--fs-max-steps", a.fs_max_steps)):
-            if v is not None:
-                cmd += [flag, str(v)]
+        for k, v in fs_options(a).items():      # to the worker as given
+            cmd += ["--fs-" + k.replace("_", "-"), str(v)]
         if a.fd_coordinates is not None:
             cmd += ["--fd-coordinates", str(a.fd_coordinates)]
         if a.exp2_when_fs_fails:
