@@ -20,11 +20,11 @@ and a median E of at most 1e-6 on PKA and CaMKII.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import statistics
+import sys
 import time
 import warnings
+from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -33,33 +33,11 @@ import numpy as np  # noqa: E402
 import pbsens  # noqa: E402
 from pbsens.errors import AccuracyWarning  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_error_estimate import quality  # noqa: E402
+from work_precision import interleaved_medians  # noqa: E402
+
 SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
-
-
-def quality(E, est, floor=1e-10):
-    """``(fraction of est within 10x of E, worst E / est, count)`` over the outputs with ``E > floor``."""
-    sel = E > floor
-    if not np.any(sel):
-        return float("nan"), float("nan"), 0
-    q = est[sel] / E[sel]
-    return float(np.mean((q >= 0.1) & (q <= 10))), float(np.max(E[sel] / np.maximum(est[sel], 1e-300))), int(sel.sum())
-
-
-def interleaved(fns, repeats):
-    """Median CPU seconds per callable, round-robin after one warm-up each, gc off; and one result each."""
-    results = {k: f() for k, f in fns.items()}
-    times = {k: [] for k in fns}
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            for k, f in fns.items():
-                t0 = time.process_time()
-                f()
-                times[k].append(time.process_time() - t0)
-    finally:
-        gc.enable()
-    return {k: statistics.median(v) for k, v in times.items()}, results
 
 
 def measure(model, repeats, outputs=201):
@@ -72,7 +50,8 @@ def measure(model, repeats, outputs=201):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AccuracyWarning)
             return pbsens.sensitivities(m, t_span=(0.0, T), t_eval=ts, estimate_error=est)
-    med, res = interleaved({"plain": lambda: call(False), "estimate": lambda: call(True)}, repeats)
+    med, res = interleaved_medians({"plain": lambda: call(False), "estimate": lambda: call(True)}, repeats,
+                                   time.process_time)
     E_plain = pbsens.relative_error(res["plain"], ref)[1:]
     E_est = pbsens.relative_error(res["estimate"], ref)[1:]
     within, worst, n = quality(E_est, np.asarray(res["estimate"].error_estimate)[1:])

@@ -3,7 +3,8 @@
 Issue #41 asks why the post-hoc configurations are not below pbsens's own forward sensitivities
 (``forward_sensitivities(method="rodas5p")``) in the work-precision runs of PKA, CaMKII and Chua
 (``benchmarks/work_precision.py``). Per model and rtol (atol = rtol/10, as there), CPU ms per call
-(median of ``--repeats`` after one warm-up, this process, BLAS on one thread):
+(median of ``--repeats`` after one warm-up, this process, BLAS on one thread; the timing of
+``bench_adjoint.median_time``):
 
     states        the Rodas5P state solve as ``sensitivities()`` makes it (dense output, outputs)
     march         ``sensitivities(model, trajectory, t_eval=ts)``: the exp2 march alone on it
@@ -20,10 +21,9 @@ instead of ``--outputs`` (same span), which shows how much of the march the outp
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import statistics
-import time
+import sys
+from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -31,23 +31,15 @@ import numpy as np  # noqa: E402
 
 import pbsens  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_adjoint import median_time  # noqa: E402
+
 SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
 
 
 def cpu_ms(fn, repeats):
-    """Median CPU milliseconds of ``fn()`` over ``repeats`` calls after one warm-up, gc off."""
-    fn()
-    times = []
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            t0 = time.process_time()
-            fn()
-            times.append(time.process_time() - t0)
-    finally:
-        gc.enable()
-    return 1e3 * statistics.median(times)
+    """Median CPU milliseconds of ``fn()`` over ``repeats`` calls after one warm-up."""
+    return 1e3 * median_time(fn, repeats)[1]
 
 
 def profile(model, t_end, rtol, outputs, few, repeats):
