@@ -34,10 +34,9 @@ import pbsens  # noqa: E402
 from pbsens.errors import AccuracyWarning  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_error_estimate import quality  # noqa: E402
+from bench_error_estimate import SPANS, quality  # noqa: E402
 from work_precision import interleaved_medians  # noqa: E402
 
-SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
 
 
 def measure(model, repeats, outputs=201):

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -22,7 +24,9 @@ import numpy as np  # noqa: E402
 
 import pbsens  # noqa: E402
 
-SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_error_estimate import SPANS  # noqa: E402
+
 
 
 def hermite(t, S, dS, ts):

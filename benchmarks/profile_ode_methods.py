@@ -33,8 +33,8 @@ import pbsens  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_adjoint import median_time  # noqa: E402
+from bench_error_estimate import SPANS  # noqa: E402
 
-SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
 
 
 def cpu_ms(fn, repeats):
