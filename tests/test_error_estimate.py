@@ -43,6 +43,31 @@ def test_estimate_tracks_true_error(name, method):
     assert np.all(np.isfinite(r.error_estimate_params))
 
 
+@pytest.mark.parametrize("name", list(SPANS))
+def test_default_call_estimate_is_of_the_default_result(name):
+    """With every default (exp2 on Rodas5P, the midpoint correction) the estimate keeps the correction:
+    ``S`` is the default call's, and the estimate (both parts marched with the correction, METHOD.md
+    section 11) tracks its true error against the Radau reference."""
+    m, tr, ref = case(name)
+    span = (0.0, SPANS[name])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        plain = pbsens.sensitivities(m, t_span=span, t_eval=tr.t)
+        r = pbsens.sensitivities(m, t_span=span, t_eval=tr.t, estimate_error=True)
+    assert r.options["midpoint"] is True and plain.options["midpoint"] is True
+    assert np.array_equal(r.S, plain.S)
+    E = pbsens.relative_error(r, ref)
+    sel = E > 1e-10
+    assert sel.sum() >= 10
+    q = r.error_estimate[sel] / E[sel]
+    assert np.mean((q >= 0.1) & (q <= 10)) >= 0.9, np.quantile(q, [0, 0.05, 0.5, 0.95, 1])
+    # never under by more than 30x where the reference can tell: CaMKII's first two outputs
+    # (t = 3e-9, 7e-9) have E = 4e-10, the Radau reference's own level at rtol 1e-10, with or
+    # without the correction
+    firm = E[sel] > 1e-8
+    assert np.min(q[firm]) >= 1 / 30, (np.min(q[firm]), r.t[sel][firm][np.argmin(q[firm])])
+
+
 def test_estimate_without_dense_output_uses_hermite():
     """A (t, x) pair has no dense output: midpoint states come from Hermite interpolation."""
     m, tr, ref = case("PKA")

@@ -117,10 +117,13 @@ def test_where_it_applies(pka):
     ts = np.linspace(0.0, 60.0, 31)
     kw = dict(t_span=(0.0, 60.0), t_eval=ts, solver="rodas5p", rtol=1e-5, atol=1e-6)
     assert pbsens.sensitivities(pka, method="exp2", midpoint=True, **kw).options["midpoint"] is True
-    # other methods, an error estimate or no long interval (substeps=1): the sub-step path as before
-    for extra in (dict(method="exp"), dict(method="pbsr2"), dict(method="exp2", estimate_error=True),
-                  dict(method="exp2", sens_rtol=1e-3)):
+    # other methods, sens_rtol or no long interval (substeps=1): the sub-step path as before
+    for extra in (dict(method="exp"), dict(method="pbsr2"), dict(method="exp2", sens_rtol=1e-3)):
         assert pbsens.sensitivities(pka, midpoint=True, **kw, **extra).options["midpoint"] is False, extra
+    # the error estimate keeps the correction: the same S as without it (its marches are corrected too)
+    with_est = pbsens.sensitivities(pka, method="exp2", midpoint=True, estimate_error=True, **kw)
+    assert with_est.options["midpoint"] is True
+    assert np.array_equal(with_est.S, pbsens.sensitivities(pka, method="exp2", midpoint=True, **kw).S)
     a = pbsens.sensitivities(pka, method="exp2", midpoint=True, substeps=1, **kw)
     b = pbsens.sensitivities(pka, method="exp2", midpoint=False, substeps=1, **kw)
     assert a.options["midpoint"] is False and np.array_equal(a.S, b.S)

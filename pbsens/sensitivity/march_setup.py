@@ -145,7 +145,6 @@ def _on_trajectory(model, opts, trajectory, p, timings, bind):
     if substeps is None:
         substeps = DEFAULT_SUBSTEPS.get(trajectory.method, 1) if trajectory.sol is not None else 1
     use_mid = (opts.info.midpoint and substeps != 1 and trajectory.sol is not None and opts.sens_rtol is None
-               and not opts.estimate_error and opts.state_error != "resolve"
                and (DEFAULT_MIDPOINT if opts.midpoint is None else opts.midpoint))
     parent_plan = t_gaps = None
     if substeps != 1 and not use_mid:

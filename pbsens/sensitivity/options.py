@@ -163,9 +163,9 @@ class SensitivityOptions:
         (``linalg``) the intervals that take the action of the exponential (short or mildly
         stiff ones) are two exp2 half steps through that midpoint, extrapolated with the
         whole step, instead. Default (None):
-        True when ``DEFAULT_MIDPOINT`` (measured: docs/PERFORMANCE.md) and neither
-        ``estimate_error``, ``sens_rtol`` nor ``state_error="resolve"`` is used (those keep
-        the sub-steps); False: sub-steps.
+        True when ``DEFAULT_MIDPOINT`` (measured: docs/PERFORMANCE.md) and ``sens_rtol`` is not
+        used (it keeps the sub-steps); with ``estimate_error`` the estimate's marches are
+        corrected too (METHOD.md section 11); False: sub-steps.
 
     use_sparse : bool
         The march takes the sparse path (``linalg``).

@@ -169,7 +169,8 @@ def sensitivities(model, trajectory=None, method="exp2", p=None, x0=None, S0=Non
     midpoint : bool, optional
         ``exp2`` on a Trajectory with dense output: the long intervals in one step with the
         midpoint correction (METHOD.md section 14) instead of sub-steps. Default (None):
-        ``DEFAULT_MIDPOINT`` unless ``estimate_error``, ``sens_rtol`` or ``state_error="resolve"``.
+        ``DEFAULT_MIDPOINT`` unless ``sens_rtol`` (with ``estimate_error`` the estimate's marches are
+        corrected too).
 
     Returns
     -------

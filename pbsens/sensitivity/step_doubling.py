@@ -37,7 +37,8 @@ class Marched:
     ``branch``, ``n_int``, ``reused`` per grid interval. With an estimate: ``E_est``,
     ``E_par``, ``E_mat`` (overall, per parameter, signed matrix); ``S_plain``: the
     un-extrapolated march behind an extrapolated ``S_out``; ``n_split``: intervals split by
-    ``sens_rtol``; ``gap_end``: the frozen gaps (``freeze``), None where none.
+    ``sens_rtol``; ``gap_end``: the frozen gaps (``freeze``), None where none; ``mid_index``: the
+    intervals marched with the midpoint correction (``solvers.refine.midpoint_plan``), None where none.
     """
 
     t: np.ndarray
@@ -53,6 +54,7 @@ class Marched:
     S_plain: np.ndarray | None = None
     n_split: int = 0
     gap_end: np.ndarray | None = None
+    mid_index: np.ndarray | None = None
 
 
 def march_with_estimate(model, opts, setup, march, timings, t0) -> Marched:
@@ -74,19 +76,42 @@ def march_with_estimate(model, opts, setup, march, timings, t0) -> Marched:
     S_out, branch, n_int, reused = march(t, x, out_index, setup.t_out.size, plan_in=plan_in, gap_end=gap_end,
                                          mid=mid)
     timings["sensitivities"] = time.perf_counter() - t0
+    mid_index = None if mid is None else mid[1]
     if not opts.estimate_error:
-        return Marched(t, x, out_index, S_out, branch, n_int, reused, gap_end=gap_end)
+        return Marched(t, x, out_index, S_out, branch, n_int, reused, gap_end=gap_end, mid_index=mid_index)
     t1 = time.perf_counter()
     t2, x2, pos = error_estimate.midpoint_states(model, setup.p, t, x, setup.t, setup.x, sol)
     oi2 = np.full(t2.size, -1, dtype=np.int64)
     oi2[pos] = out_index
-    S_fine = march(t2, x2, oi2, setup.t_out.size)[0]
+    mid2 = None if mid is None else halves_plan(model, setup.p, mid[1], t2, x2, pos, sol)
+    S_fine = march(t2, x2, oi2, setup.t_out.size, mid=mid2)[0]
     order = error_estimate.method_order(opts.method, branch)
     E_est, E_par = error_estimate.relative_difference(S_out, S_fine, order)
     E_mat = (2.0 ** order / (2.0 ** order - 1.0)) * (S_out - S_fine)
     timings["error_estimate"] = time.perf_counter() - t1
     return Marched(t, x, out_index, S_out, branch, n_int, reused, E_est=E_est, E_par=E_par, E_mat=E_mat,
-                   gap_end=gap_end)
+                   gap_end=gap_end, mid_index=mid_index)
+
+
+def halves_plan(model, p, mid_index, t2, x2, pos, sol):
+    """The midpoint plan of the bisected grid ``t2`` (states ``x2``; coarse point ``k`` at ``t2[pos[k]]``):
+    both halves of every corrected coarse interval are corrected, the others not, so that the step
+    doubling compares the same march on the two grids (METHOD.md section 11). Returns
+    ``(x_mid, mid_index)`` as :func:`pbsens.solvers.refine.midpoint_plan`."""
+    fine = np.zeros(t2.size - 1, dtype=bool)
+    for k in np.flatnonzero(np.asarray(mid_index) >= 0):
+        fine[pos[k]:pos[k + 1]] = True
+    return plan_of(model, p, t2, x2, fine, sol)
+
+
+def plan_of(model, p, t, x, corrected, sol):
+    """``(x_mid, mid_index)`` for the intervals of ``t`` where ``corrected`` holds: their midpoints'
+    states from ``sol`` (or Hermite between ``x``'s points without one, :func:`.error.interpolate_states`)."""
+    idx = np.flatnonzero(corrected)
+    mid = np.full(t.size - 1, -1, dtype=np.int64)
+    mid[idx] = np.arange(idx.size)
+    x_mid = error_estimate.interpolate_states(model, p, t, x, sol, 0.5 * (t[idx] + t[idx + 1]))
+    return np.ascontiguousarray(x_mid.reshape(idx.size, x.shape[1]), dtype=np.float64), mid
 
 
 @dataclass(frozen=True)
