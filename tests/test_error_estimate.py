@@ -290,6 +290,21 @@ def test_condition_estimates_of_a_problem():
     assert 0.1 <= est[problem.conditions[0]] / E.max() <= 10, (est, E.max())
 
 
+def test_exp2_condition_estimate_is_of_the_corrected_march():
+    """exp2's estimate keeps the midpoint correction, so it is of the march ``evaluate`` returns:
+    on Perelson it was 1.0e-4 (of the sub-step march it used to take) where the corrected march's
+    largest error is 2.7e-6; now within 3x of the latter."""
+    from pbsens.problems.conditions import condition_estimates, problem_conditions
+    from pbsens.simulation.segments import simulate
+    problem, m, tr, ref, times, S0 = petab_case()
+    est = condition_estimates(problem, method="exp2")
+    (name, times, p, x0, S0, _), = list(problem_conditions(problem))
+    sim = simulate(m, times, p, x0=x0, S0=S0, method="exp2", solver="rodas5p", rtol=1e-8, atol=1e-10)
+    E = pbsens.relative_error(sim, ref)[1:]
+    assert E.max() > 1e-7                      # well above the reference's own error
+    assert 1 / 3 <= est[name] / E.max() <= 3, (est[name], E.max())
+
+
 def test_condition_estimates_default_to_what_evaluate_computes():
     """Without solver options the estimate is of ``Problem.evaluate``'s own simulation (the
     compiled Rodas5P at rtol 1e-8, atol 1e-10; it was LSODA's, whatever evaluate ran), and

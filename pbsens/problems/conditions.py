@@ -90,13 +90,11 @@ def condition_estimates(problem, theta=None, method="exp2", solver=None, rtol=No
     (the compiled Rodas5P, 1e-8, 1e-10), so that the estimate is of the computation
     ``evaluate`` (and ``pbsens petab``) returns; as there, they also set the
     preequilibrations' steady states (their approach's solver and tolerances),
-    updated by ``steady_state_options`` (e.g. ``{"max_nfev": ...}``). One
-    difference remains for exp2: with ``estimate_error`` its march splits the
-    solver's long steps into sub-steps instead of the midpoint correction
-    (METHOD.md section 14), so the estimate is that of the sub-step march, which can
-    be far less accurate than the corrected one ``evaluate`` returns (Perelson at the
-    defaults: estimate 1.0e-4, the sub-step march's true largest error 1.0e-4, the
-    corrected march's 2.6e-6).
+    updated by ``steady_state_options`` (e.g. ``{"max_nfev": ...}``). For exp2 the
+    estimate keeps the midpoint correction (METHOD.md section 11), so it is of the
+    corrected march ``evaluate`` returns (until 2026-11-28 it was of a sub-step march:
+    Perelson at the defaults 1.0e-4 where the corrected march's largest error is 2.7e-6;
+    now 2.8e-6).
     """
     given = {k: v for k, v in (("solver", solver), ("rtol", rtol), ("atol", atol)) if v is not None}
     opts = evaluation_options(method, True, given)
