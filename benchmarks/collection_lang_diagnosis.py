@@ -24,19 +24,17 @@ with fs at rtol 1e-6 (``--shifts 0.01 --fs-rtol 1e-6 --fs-atol 1e-8``). Output: 
    increment, 1e-4 instead of sqrt(eps), in ``augmented.py`` stalls the same way: these
    differences are not the cause; ``collection_lang_fs_atol.py`` finds the cause.)
 """
-import os
 import time
 
 import numpy as np
 
 import pbsens
 import pbsens.petab as pbpetab
-from pbsens.errors import SolverError
 from pbsens.problems.priors import unscale
 
-y = os.path.join(os.environ.get("PBSENS_PETAB_COLLECTION", "/work/collection/Benchmark-Models"),
-                 "Lang_PLOSComputBiol2024", "Lang_PLOSComputBiol2024.yaml")
-P = pbpetab.load(y)
+from collection_lang import LANG_YAML, reached
+
+P = pbpetab.load(LANG_YAML)
 plan = P._plans[0]                      # the problem's one condition, 'wt'
 ids = list(P.parameter_ids)
 x_nom = np.asarray(P.x_nominal, dtype=float)
@@ -47,16 +45,6 @@ print(f"{P.dim} estimated parameters, {int(lin.sum())} on a linear scale; {model
       f"t up to {times[-1]:g}", flush=True)
 
 
-def reached(run):
-    """How far ``run()`` (a solve with a step limit) got, and its wall time."""
-    t0 = time.perf_counter()
-    try:
-        run()
-        got = f"reached t = {times[-1]:g}"
-    except SolverError as exc:
-        msg = str(exc)
-        got = msg[msg.find("failed at"):msg.find("before the end")].strip()
-    return f"{got} ({time.perf_counter() - t0:.1f} s)"
 
 
 def start(theta, sens=False):
@@ -116,12 +104,13 @@ for shift in (0.0, 0.01):
     for rtol in (1e-8, 1e-6):
         got = reached(lambda: pbsens.forward_sensitivities(
             model, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, S0=S0[:, cols], method="rodas5p", rtol=rtol,
-            atol=rtol * 1e-2, params=cols, max_steps=1500))
+            atol=rtol * 1e-2, params=cols, max_steps=1500), times[-1])
         print(f"  shift {shift:+g}: fs rtol {rtol:g}: {got}", flush=True)
 
 print("\n3b. fs through the problem (all 294 columns), at most 1000 Rodas5P steps", flush=True)
 for shift, rtol in ((0.0, 1e-8), (0.01, 1e-8), (0.1, 1e-8), (0.01, 1e-6)):
-    got = reached(lambda: P.evaluate(x_nom + shift, method="fs", rtol=rtol, atol=rtol * 1e-2, max_steps=1000))
+    got = reached(lambda: P.evaluate(x_nom + shift, method="fs", rtol=rtol, atol=rtol * 1e-2, max_steps=1000),
+                  times[-1])
     print(f"  shift {shift:+g}: fs rtol {rtol:g}: {got}", flush=True)
 
 print("\n4. forward-difference couplings at t = 0 (x_nominal)", flush=True)

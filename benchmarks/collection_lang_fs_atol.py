@@ -8,19 +8,16 @@ as CVODES scales it); Lang's states are molecule counts up to 7.5e11 and its 97 
 error of ~1e-20. How far fs gets at rtol 1e-8 as atol grows: 16 seeded ``ic_wt_*`` columns (1500
 steps, x_nominal) and the problem's fs on all 294 columns (1000 steps, x_nominal + 0.01).
 """
-import os
-import time
 
 import numpy as np
 
 import pbsens
 import pbsens.petab as pbpetab
-from pbsens.errors import SolverError
 from pbsens.problems.priors import unscale
 
-y = os.path.join(os.environ.get("PBSENS_PETAB_COLLECTION", "/work/collection/Benchmark-Models"),
-                 "Lang_PLOSComputBiol2024", "Lang_PLOSComputBiol2024.yaml")
-P = pbpetab.load(y)
+from collection_lang import LANG_YAML, reached
+
+P = pbpetab.load(LANG_YAML)
 plan = P._plans[0]
 x_nom = np.asarray(P.x_nominal, dtype=float)
 times = np.asarray(plan.times, dtype=float)
@@ -30,21 +27,12 @@ cols = sorted(np.random.default_rng(1).choice(ic, 16, replace=False).tolist())
 print(f"16 ic_wt_* columns, |p_j| from {np.min(np.abs(p[cols])):.3g} to {np.max(np.abs(p[cols])):.3g}", flush=True)
 
 
-def reached(run):
-    t0 = time.perf_counter()
-    try:
-        run()
-        got = f"reached t = {times[-1]:g}"
-    except SolverError as exc:
-        msg = str(exc)
-        got = msg[msg.find("failed at"):msg.find("before the end")].strip()
-    return f"{got} ({time.perf_counter() - t0:.1f} s)"
 
 
 for atol in (1e-10, 1e-2):
     print(f"16 ic columns, rtol 1e-8, atol {atol:g}: " + reached(lambda: pbsens.forward_sensitivities(
         P.model, (0.0, float(times[-1])), t_eval=times, p=p, x0=x0, S0=S0[:, cols], method="rodas5p", rtol=1e-8,
-        atol=atol, params=cols, max_steps=1500)), flush=True)
+        atol=atol, params=cols, max_steps=1500), times[-1]), flush=True)
 for atol in (1e-10, 1e-2, 1.0, 100.0):
     print(f"problem fs at x_nominal + 0.01, rtol 1e-8, atol {atol:g}: " + reached(lambda: P.evaluate(
-        x_nom + 0.01, method="fs", rtol=1e-8, atol=atol, max_steps=1000)), flush=True)
+        x_nom + 0.01, method="fs", rtol=1e-8, atol=atol, max_steps=1000), times[-1]), flush=True)

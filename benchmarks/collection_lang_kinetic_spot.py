@@ -9,7 +9,6 @@ exp2 (evaluate() defaults) against central finite differences (step 1e-4, Rodas5
 of largest |exp2 gradient|: entries that exist only through the forward sensitivities of the 124 states.
 Output: one line per coordinate and the max-norm relative error over them.
 """
-import os
 import sys
 import time
 
@@ -17,12 +16,12 @@ import numpy as np
 
 import pbsens.petab as pbpetab
 
+from collection_lang import LANG_YAML
+
 FD = dict(solver="rodas5p", rtol=1e-10, atol=1e-12)
 STEP = 1e-4
 k = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-y = os.path.join(os.environ.get("PBSENS_PETAB_COLLECTION", "/work/collection/Benchmark-Models"),
-                 "Lang_PLOSComputBiol2024", "Lang_PLOSComputBiol2024.yaml")
-P = pbpetab.load(y)
+P = pbpetab.load(LANG_YAML)
 ids = list(P.parameter_ids)
 theta = np.asarray(P.x_nominal, dtype=float) + 0.01
 t0 = time.perf_counter()

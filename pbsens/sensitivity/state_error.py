@@ -17,7 +17,8 @@ import numpy as np
 from . import error as error_estimate
 from ..errors import AccuracyWarning, PbsensError
 from ..solvers import Trajectory
-from .step_doubling import Marched, plan_of
+from ..solvers.refine import corrected_plan
+from .step_doubling import Marched
 
 __all__ = ["StateErrorPart", "state_error_part", "resolved_mode"]
 
@@ -65,7 +66,8 @@ def state_error_part(model, opts, setup, march, marched, timings) -> StateErrorP
         warnings.warn(f"the state solve's error could not be estimated (re-solve at rtol/10 failed: {exc}); "
                       "error_estimate covers the sensitivity march only", AccuracyWarning, stacklevel=_CALLER)
         return StateErrorPart(marched, None, 1.0, mode)
-    S_t = march(m.t, x_t, m.out_index, setup.t_out.size, dense=sol_t, gap_end=m.gap_end, mid=_mid(model, setup.p, m, x_t, sol_t))[0]
+    S_t = march(m.t, x_t, m.out_index, setup.t_out.size, dense=sol_t, gap_end=m.gap_end,
+                mid=_mid(m, sol_t))[0]   # the same march
     # the state part compares the same march on both states (an extrapolated S_out against the
     # plain march on tight states would count the discretization error as the states')
     S_base = m.S_out if m.S_plain is None else m.S_plain
@@ -92,13 +94,11 @@ def state_error_part(model, opts, setup, march, marched, timings) -> StateErrorP
     return StateErrorPart(replace(m, S_out=S_out, x=x, E_est=E_est, E_par=E_par, E_mat=E_mat), E_state, factor, mode)
 
 
-def _mid(model, p, m, x, sol):
-    """The march's midpoint plan (``m.mid_index``) with the states at the midpoints from ``sol`` (the
-    tighter solve's dense output; states ``x`` on ``m.t``): the same corrected march on the other
-    states; None without one."""
-    if m.mid_index is None:
-        return None
-    return plan_of(model, p, m.t, x, m.mid_index >= 0, sol)
+def _mid(m, sol):
+    """The march's midpoint plan (``m.mid_index``) with the states at the midpoints from ``sol``, the
+    tighter solve's dense output (the same solver as the trajectory's, which had one): the same
+    corrected march on the other states; None without one."""
+    return None if m.mid_index is None else corrected_plan(m.t, sol, m.mid_index >= 0)
 
 
 def _tighten(model, opts, setup, march, m, E_state, D_state, S_t, x_t):
@@ -110,7 +110,7 @@ def _tighten(model, opts, setup, march, m, E_state, D_state, S_t, x_t):
         try:
             x_f, sol_f = error_estimate.tight_states(model, setup.trajectory, m.t, factor=factor)
             S_f = march(m.t, x_f, m.out_index, setup.t_out.size, dense=sol_f, gap_end=m.gap_end,
-                        mid=_mid(model, setup.p, m, x_f, sol_f))[0]
+                        mid=_mid(m, sol_f))[0]
         except PbsensError:
             factor = 10.0
             E_new = E_state / factor

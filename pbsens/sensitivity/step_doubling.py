@@ -19,7 +19,7 @@ import numpy as np
 
 from . import error as error_estimate
 from ..system import memory
-from ..solvers.refine import child_plan, gap_ends, midpoint_plan, without_lone_points
+from ..solvers.refine import child_plan, corrected_plan, gap_ends, midpoint_plan, without_lone_points
 
 __all__ = ["Marched", "march_with_estimate", "refine_to_tolerance"]
 
@@ -83,7 +83,7 @@ def march_with_estimate(model, opts, setup, march, timings, t0) -> Marched:
     t2, x2, pos = error_estimate.midpoint_states(model, setup.p, t, x, setup.t, setup.x, sol)
     oi2 = np.full(t2.size, -1, dtype=np.int64)
     oi2[pos] = out_index
-    mid2 = None if mid is None else halves_plan(model, setup.p, mid[1], t2, x2, pos, sol)
+    mid2 = None if mid is None else halves_plan(mid[1], pos, t2, sol)
     S_fine = march(t2, x2, oi2, setup.t_out.size, mid=mid2)[0]
     order = error_estimate.method_order(opts.method, branch)
     E_est, E_par = error_estimate.relative_difference(S_out, S_fine, order)
@@ -93,25 +93,11 @@ def march_with_estimate(model, opts, setup, march, timings, t0) -> Marched:
                    gap_end=gap_end, mid_index=mid_index)
 
 
-def halves_plan(model, p, mid_index, t2, x2, pos, sol):
-    """The midpoint plan of the bisected grid ``t2`` (states ``x2``; coarse point ``k`` at ``t2[pos[k]]``):
-    both halves of every corrected coarse interval are corrected, the others not, so that the step
-    doubling compares the same march on the two grids (METHOD.md section 11). Returns
-    ``(x_mid, mid_index)`` as :func:`pbsens.solvers.refine.midpoint_plan`."""
-    fine = np.zeros(t2.size - 1, dtype=bool)
-    for k in np.flatnonzero(np.asarray(mid_index) >= 0):
-        fine[pos[k]:pos[k + 1]] = True
-    return plan_of(model, p, t2, x2, fine, sol)
-
-
-def plan_of(model, p, t, x, corrected, sol):
-    """``(x_mid, mid_index)`` for the intervals of ``t`` where ``corrected`` holds: their midpoints'
-    states from ``sol`` (or Hermite between ``x``'s points without one, :func:`.error.interpolate_states`)."""
-    idx = np.flatnonzero(corrected)
-    mid = np.full(t.size - 1, -1, dtype=np.int64)
-    mid[idx] = np.arange(idx.size)
-    x_mid = error_estimate.interpolate_states(model, p, t, x, sol, 0.5 * (t[idx] + t[idx + 1]))
-    return np.ascontiguousarray(x_mid.reshape(idx.size, x.shape[1]), dtype=np.float64), mid
+def halves_plan(mid_index, pos, t2, sol):
+    """The midpoint plan of the bisected grid ``t2`` (coarse point ``k`` at ``t2[pos[k]]``): both halves
+    of every corrected coarse interval are corrected, the others not, so that the step doubling
+    compares the same march on the two grids (METHOD.md section 11)."""
+    return corrected_plan(t2, sol, np.repeat(np.asarray(mid_index) >= 0, np.diff(pos)))
 
 
 @dataclass(frozen=True)

@@ -157,11 +157,18 @@ def midpoint_plan(t, sol, m):
     """
     t = np.asarray(t, dtype=np.float64)
     steps, H = _accepted_steps(t, sol)
-    long = np.flatnonzero(_gap_parts(t, steps, m, H) > 1)
+    return corrected_plan(t, sol, _gap_parts(t, steps, m, H) > 1)
+
+
+def corrected_plan(t, sol, corrected):
+    """:func:`midpoint_plan`'s ``(x_mid, mid_index)`` for the intervals of ``t`` where the boolean
+    ``corrected`` (``K-1``) holds, the states at their midpoints from the dense output ``sol``."""
+    t = np.asarray(t, dtype=np.float64)
+    idx = np.flatnonzero(corrected)
     mid_index = np.full(t.size - 1, -1, dtype=np.int64)
-    mid_index[long] = np.arange(long.size)
-    if long.size:
-        x_mid = np.ascontiguousarray(np.asarray(sol(0.5 * (t[long] + t[long + 1]))).T, dtype=np.float64)
+    mid_index[idx] = np.arange(idx.size)
+    if idx.size:
+        x_mid = np.ascontiguousarray(np.asarray(sol(0.5 * (t[idx] + t[idx + 1]))).T, dtype=np.float64)
     else:
         x_mid = np.empty((0, np.asarray(sol(t[:1])).shape[0]))
     return x_mid, mid_index
