@@ -46,6 +46,7 @@ markdown table (``--table FILE`` appends it).
 """
 import argparse
 import gc
+import json
 import os
 import statistics
 import sys
@@ -206,8 +207,10 @@ def main():
                     help="print the matched-error tables of saved --json files (no run)")
     args = ap.parse_args()
     if args.summarize:
-        import json
-        rows = [r for f in args.summarize for r in json.load(open(f))]
+        rows = []
+        for path in args.summarize:
+            with open(path) as f:
+                rows += json.load(f)
         for key in ("E_med", "E_max"):
             print("\n".join(matched_error_table(rows, key)) + "\n")
         return
@@ -253,7 +256,6 @@ def main():
         os.makedirs(args.img_dir, exist_ok=True)
         plot(model, rows, os.path.join(args.img_dir, f"wp_{model}.png"), args.clock)
         if args.json:
-            import json
             with open(args.json, "w") as f:
                 json.dump(all_rows, f, indent=1, default=float)
     table = "\n".join(lines) + "\n"
