@@ -6,9 +6,8 @@ and Chua (on [0, 10]), 201 output times. Per model:
 
 * CPU ms per call, median of ``--repeats`` interleaved calls after a warm-up (this process);
 * the median and largest ``E_k`` of each result against scipy's Radau forward sensitivities at
-  rtol 1e-10, atol 1e-12 (outputs after t0). The estimate's call returns the march *without* the
-  midpoint correction (its step doubling assumes the plain second-order step, METHOD.md section
-  14), so its ``S`` is not the default call's;
+  rtol 1e-10, atol 1e-12 (outputs after t0); the estimate's call returns the default call's ``S``
+  (the estimate's marches keep the midpoint correction, METHOD.md section 11);
 * the estimate's quality over the outputs with ``E_k > 1e-10``: the fraction where
   ``error_estimate`` is within 10x of ``E_k``, and the worst under-estimate ``max E_k / estimate``.
 

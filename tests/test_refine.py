@@ -181,3 +181,47 @@ def test_lone_points_by_hand():
     # a point inside one long step (an output of an earlier merge) and the ends are never dropped
     assert lone_points(np.array([0.0, 0.5, 1.0]), np.array([0, -1, 1]), np.array([0.0, 1.0])).tolist() == \
         [False, True, False]
+
+
+class _Parabola:
+    """A dense output of x(t) = (t^2, 1) with one accepted step [0, 10] (``ts``)."""
+    ts = np.array([0.0, 10.0])
+
+    def __call__(self, t):
+        t = np.atleast_1d(np.asarray(t, dtype=float))
+        return np.vstack([t * t, np.ones_like(t)])
+
+
+def test_bent_intervals_by_hand():
+    """x = t^2 leaves its chord over [a, a + L] by L^2/4 at the midpoint: with rtol 0 and atol 1 the
+    interval is bent exactly where L^2/4 > CHORD_TOL (and the straight second state never is)."""
+    from pbsens.solvers.refine import CHORD_TOL, bent_intervals
+    L_bent, L_straight = np.sqrt(8 * CHORD_TOL), np.sqrt(2 * CHORD_TOL)      # L^2/4 = 2 and 0.5 CHORD_TOL
+    t = np.array([0.0, L_straight, L_straight + L_bent])
+    sol = _Parabola()
+    x, x_mid = sol(t).T, sol(0.5 * (t[:-1] + t[1:])).T
+    assert bent_intervals(x, x_mid, 0.0, 1.0).tolist() == [False, True]
+    # relative to the states: atol 0, rtol 1 and |x| = 1 at the ends of [1, 1 + L]: t^2 ~ 1
+    t1 = np.array([1.0, 1.0 + L_straight / 2])
+    assert bent_intervals(sol(t1).T, sol(t1.mean()).T, 1.0, 0.0).tolist() == [False]
+    # zero weight and no deviation (the constant state with atol = rtol = 0): not bent, no warning
+    with np.errstate(all="raise"):
+        assert bent_intervals(np.ones((2, 1)), np.ones((1, 1)), 0.0, 0.0).tolist() == [False]
+
+
+def test_midpoint_plan_takes_bent_intervals_with_tolerances():
+    """The first two intervals are shorter than 1/4 of the one accepted step [0, 10], the last is
+    longer, so ``substeps=4`` alone corrects the last only; with the solve's tolerances the bent
+    second interval is corrected too, its midpoint state from the dense output."""
+    from pbsens.solvers.refine import CHORD_TOL, midpoint_plan
+    sol = _Parabola()
+    L_bent, L_straight = np.sqrt(8 * CHORD_TOL), np.sqrt(2 * CHORD_TOL)
+    t = np.array([0.0, L_straight, L_straight + L_bent, 10.0])
+    x = sol(t).T
+    x_mid, mid_index = midpoint_plan(t, sol, 4)
+    assert mid_index.tolist() == [-1, -1, 0] and x_mid.shape == (1, 2)
+    x_mid, mid_index = midpoint_plan(t, sol, 4, x, (0.0, 1.0))
+    assert mid_index.tolist() == [-1, 0, 1]
+    assert np.allclose(x_mid, sol(0.5 * (t[1:] + t[:-1]))[:, 1:].T)
+    # a NaN rtol (a hand-made Trajectory) keeps the length rule only
+    assert midpoint_plan(t, sol, 4, x, (float("nan"), 1.0))[1].tolist() == [-1, -1, 0]

@@ -93,7 +93,7 @@ def test_action_intervals_are_extrapolated_half_steps(stiff, monkeypatch):
     keep = ~lone_points(tr.t, oi, tr.sol.ts)
     t, X = tr.t[keep], tr.x[keep]
     assert np.array_equal(r.grid, t) and t.size < tr.t.size
-    x_mid, mid_index = midpoint_plan(t, tr.sol, 4)
+    x_mid, mid_index = midpoint_plan(t, tr.sol, 4, X, (tr.rtol, tr.atol))   # the long and the bent intervals
     assert st[3] == (mid_index >= 0).sum()
     S_ref = _ref_extrapolated_march(m, t, X, tr.p, m.initial_sensitivity(tr.p), x_mid, mid_index)
     want = S_ref[np.searchsorted(t, ts)]

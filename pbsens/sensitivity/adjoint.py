@@ -25,7 +25,7 @@ from ..errors import PbsensError
 from ..kernels.codes import METHOD_EXP, METHOD_EXP2
 from ..model.model import check_model
 from ..solvers import Trajectory, check_t_eval, solve_states
-from ..solvers.refine import midpoint_plan, without_lone_points
+from ..solvers.refine import without_lone_points
 from ..system.threads import limit_blas_threads
 from .march_setup import setup_march
 from .options import check_options
@@ -120,7 +120,7 @@ def march_plan(model, trajectory, p, t_out, method="exp2", x0_sens=None, *, subs
         t, x, out_index = without_lone_points(setup.t, setup.x, setup.out_index, setup.sol,
                                               getattr(setup.trajectory, "tstops", None))
         setup = dataclasses.replace(setup, t=t, x=x, out_index=out_index)
-        mid = midpoint_plan(t, setup.sol, setup.substeps)
+        mid = setup.midpoint_plan(t, x)
     return setup, opts, mid
 
 

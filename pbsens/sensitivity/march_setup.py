@@ -21,7 +21,7 @@ from ..kernels import codes
 from .options import DEFAULT_MIDPOINT, DEFAULT_SUBSTEPS
 from .params import select_params
 from ..solvers import Trajectory, check_t_eval, merge_grid
-from ..solvers.refine import refine_grid
+from ..solvers.refine import midpoint_plan, refine_grid
 
 __all__ = ["MarchSetup", "setup_march", "check_grid"]
 
@@ -89,6 +89,14 @@ class MarchSetup:
     S0_used: np.ndarray
     all_params: bool
     timings: dict
+
+    def midpoint_plan(self, t, x):
+        """The exp2 midpoint correction's ``(x_mid, mid_index)`` on the grid ``t`` (states ``x``):
+        the long intervals (``substeps``) and those where the states bend against the solve's
+        tolerances (:func:`pbsens.solvers.refine.midpoint_plan`)."""
+        info = self.solver_info or {}
+        tol = (info["rtol"], info["atol"]) if "rtol" in info and "atol" in info else None
+        return midpoint_plan(t, self.sol, self.substeps, x, tol)
 
 
 def setup_march(model, opts, trajectory, *, p, x0, S0, t_eval, t_span, params, solve, bind) -> MarchSetup:

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import error as error_estimate
 from ..system import memory
-from ..solvers.refine import child_plan, corrected_plan, gap_ends, midpoint_plan, without_lone_points
+from ..solvers.refine import child_plan, corrected_plan, gap_ends, without_lone_points
 
 __all__ = ["Marched", "march_with_estimate", "refine_to_tolerance"]
 
@@ -72,7 +72,7 @@ def march_with_estimate(model, opts, setup, march, timings, t0) -> Marched:
     mid = None
     if setup.use_mid:      # an output interval holding one solver point is one corrected step
         t, x, out_index = without_lone_points(t, x, out_index, sol, getattr(setup.trajectory, "tstops", None))
-        mid = midpoint_plan(t, sol, setup.substeps)
+        mid = setup.midpoint_plan(t, x)
     S_out, branch, n_int, reused = march(t, x, out_index, setup.t_out.size, plan_in=plan_in, gap_end=gap_end,
                                          mid=mid)
     timings["sensitivities"] = time.perf_counter() - t0

@@ -20,11 +20,15 @@ from ..errors import PbsensError
 from ..kernels.codes import BRANCH_PBS
 from .trajectory import Trajectory
 
-__all__ = ["refine_grid", "midpoint_plan", "gap_ends", "child_plan"]
+__all__ = ["refine_grid", "midpoint_plan", "bent_intervals", "gap_ends", "child_plan"]
 
 #: Sub-points closer than this fraction of their sub-interval to an existing grid point are dropped
 #: (an output time that falls next to one would otherwise leave a sliver interval).
 _MIN_GAP = 1e-3
+
+#: An interval is marched with the exp2 midpoint correction where a state leaves the chord between
+#: the interval's ends by more than this fraction of the solver's error weight (:func:`bent_intervals`).
+CHORD_TOL = 1e-3
 
 
 def refine_grid(trajectory: Trajectory, m: int, split: str = "gaps", only=None) -> Trajectory:
@@ -138,15 +142,19 @@ def _gap_parts(t, steps, m, H_step=None):
     return np.maximum(np.ceil(L * m / H * (1.0 - 1e-9)), 1.0).astype(np.int64)
 
 
-def midpoint_plan(t, sol, m):
+def midpoint_plan(t, sol, m, x=None, tol=None):
     """The intervals of the grid ``t`` that :func:`refine_grid` (``split="gaps"``) would split,
-    for the exp2 midpoint correction instead (METHOD.md section 14).
+    and, with ``x`` and ``tol``, those where the states bend (:func:`bent_intervals`), for the
+    exp2 midpoint correction instead (METHOD.md section 14).
 
     Parameters
     ----------
     t : (K,) the grid (the solver's steps with the output times merged in).
     sol : the trajectory's dense output (callable; ``ts``/``h_free`` as in :func:`refine_grid`).
     m : int, the ``substeps`` that defines a long interval.
+    x : (K, nx), optional: the states at ``t``.
+    tol : ``(rtol, atol)`` of the solve, optional (a NaN ``rtol``, as on a hand-made
+        Trajectory, or None: only the long intervals).
 
     Returns
     -------
@@ -157,7 +165,27 @@ def midpoint_plan(t, sol, m):
     """
     t = np.asarray(t, dtype=np.float64)
     steps, H = _accepted_steps(t, sol)
-    return corrected_plan(t, sol, _gap_parts(t, steps, m, H) > 1)
+    corrected = _gap_parts(t, steps, m, H) > 1
+    if x is None or tol is None or not np.isfinite(tol[0]) or t.size < 2:
+        return corrected_plan(t, sol, corrected)
+    x_all = np.asarray(sol(0.5 * (t[:-1] + t[1:]))).T        # every midpoint: one dense-output call
+    corrected |= bent_intervals(np.asarray(x, dtype=np.float64), x_all, *tol)
+    idx = np.flatnonzero(corrected)
+    mid_index = np.full(t.size - 1, -1, dtype=np.int64)
+    mid_index[idx] = np.arange(idx.size)
+    return np.ascontiguousarray(x_all[idx], dtype=np.float64), mid_index
+
+
+def bent_intervals(x, x_mid, rtol, atol):
+    """Per interval of a grid with states ``x`` (K, nx) and midpoint states ``x_mid`` (K-1, nx):
+    True where some state leaves the chord between the interval's ends by more than
+    ``CHORD_TOL`` of the solver's error weight ``atol + rtol |x|`` (METHOD.md section 14, "Where
+    the states bend"). The plain exp2 step takes ``A`` and ``B`` linear in time over the interval,
+    which such an interval, however short, is not."""
+    w = np.asarray(atol, dtype=np.float64) + rtol * np.maximum(np.abs(x[:-1]), np.abs(x[1:]))
+    dev = np.abs(x_mid - 0.5 * (x[:-1] + x[1:]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.any(dev > CHORD_TOL * w, axis=1)
 
 
 def corrected_plan(t, sol, corrected):
