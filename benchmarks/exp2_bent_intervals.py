@@ -35,7 +35,7 @@ from pbsens.errors import AccuracyWarning  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_error_estimate import SPANS  # noqa: E402
-from exp2_gap_error import exp2_steps  # noqa: E402
+from exp2_gap_error import exp2_steps, jacobians_and_states  # noqa: E402
 from work_precision import interleaved_medians  # noqa: E402
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -47,16 +47,7 @@ def per_interval(name):
     T = SPANS[name]
     tr = pbsens.solve_states(m, (0.0, T), t_eval=np.linspace(0.0, T, 201), method="rodas5p", rtol=RTOL, atol=ATOL)
     ref = pbsens.forward_sensitivities(m, (0.0, T), t_eval=tr.t, method="Radau", rtol=1e-10, atol=1e-12)
-    nx, n_p = m.n_states, m.n_params
-
-    def jac(t, x):
-        A, B = np.empty((nx, nx)), np.empty((nx, n_p))
-        m.fns.jacs_into(t, np.ascontiguousarray(x), tr.p, m.constants, A, B)
-        return A, B
-
-    def x_at(s):
-        hit = np.flatnonzero(tr.t == s)
-        return tr.x[hit[0]] if hit.size else np.asarray(tr.sol(s)).reshape(-1)
+    jac, x_at = jacobians_and_states(m, tr)
 
     t, x = tr.t, tr.x
     long = refine.midpoint_plan(t, tr.sol, 4)[1] >= 0

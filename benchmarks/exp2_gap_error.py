@@ -48,6 +48,22 @@ def exp2_steps(jac, ta, te, x_at, S, parts):
     return S
 
 
+def jacobians_and_states(m, tr):
+    """``(jac, x_at)``: the model's ``(A, B)`` at ``(t, x)`` with the trajectory's parameters, and the
+    trajectory's state at ``s`` (its grid value where ``s`` is a grid point, else the dense output)."""
+    nx, n_p = m.n_states, m.n_params
+
+    def jac(t, x):
+        A, B = np.empty((nx, nx)), np.empty((nx, n_p))
+        m.fns.jacs_into(t, np.ascontiguousarray(x), tr.p, m.constants, A, B)
+        return A, B
+
+    def x_at(s):
+        hit = np.flatnonzero(tr.t == s)
+        return tr.x[hit[0]] if hit.size else np.asarray(tr.sol(s)).reshape(-1)
+    return jac, x_at
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["CaMKII", "PKA"])
@@ -60,16 +76,7 @@ def main():
         tr = pbsens.solve_states(m, (0.0, T), t_eval=ts, method="rodas5p", rtol=args.rtol, atol=args.rtol / 10)
         ref = pbsens.forward_sensitivities(m, (0.0, T), t_eval=tr.t, method="Radau", rtol=1e-10, atol=1e-12)
         nx, n_p = m.n_states, m.n_params
-
-        def jac(t, x):
-            A, B = np.empty((nx, nx)), np.empty((nx, n_p))
-            m.fns.jacs_into(t, np.ascontiguousarray(x), tr.p, m.constants, A, B)
-            return A, B
-
-        def x_at(s):
-            hit = np.flatnonzero(tr.t == s)
-            return tr.x[hit[0]] if hit.size else np.asarray(tr.sol(s)).reshape(-1)
-
+        jac, x_at = jacobians_and_states(m, tr)
         t = tr.t
         _, mid_index = midpoint_plan(t, tr.sol, 4)
         long = np.flatnonzero(mid_index >= 0)

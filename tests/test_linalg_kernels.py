@@ -817,11 +817,11 @@ def test_gemm_into_views(m, k, n, alpha, beta):
 @pytest.mark.parametrize("beta", [0.0, 1.0, -0.5])
 def test_gemm_into_every_tile_edge(k, beta):
     """Every number of leftover rows (1-4 per tile) and columns (masked lanes of
-    either vector of a 16-wide tile), on views inside larger arrays: the product
+    either vector of an 8- or 16-wide tile), on views inside larger arrays: the product
     matches NumPy's and nothing outside C's view is written."""
     from pbsens.kernels.blas import TILES_MAX_K, gemm_into
     from pbsens.kernels.tiles import LANES, ROWS, VECTORS
-    assert (ROWS, LANES * VECTORS) == (4, 16) and TILES_MAX_K < 257   # the edges below cover these
+    assert ROWS == 4 and LANES * VECTORS in (8, 16) and TILES_MAX_K < 257   # the edges below cover these
     rng = np.random.default_rng([k, int(4 * beta) + 2])
     for m in range(1, 10):
         for n in (1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 33, 35):
@@ -889,3 +889,24 @@ def test_switch_norms_match_numpy(shape):
     for kind, order in ((L.NORM_1, 1), (L.NORM_INF, np.inf), (L.NORM_FRO, "fro")):
         np.testing.assert_allclose(M._norm_diff(X, Y, kind, cs), np.linalg.norm(X - Y, order), rtol=1e-14)
         np.testing.assert_allclose(M._norm(X, kind, cs), np.linalg.norm(X, order), rtol=1e-14)
+
+
+def test_vector_lanes_follow_the_cpu():
+    """Four doubles per vector without AVX-512 (the 8 accumulators then fit AVX2's 16 registers),
+    eight with it; a target set by NUMBA_CPU_NAME is judged by NUMBA_CPU_FEATURES, not the host;
+    the products' cut-over to BLAS follows (kernels.blas.TILES_MAX_K)."""
+    from numba.core import config
+    from pbsens.kernels.blas import TILES_MAX_K
+    from pbsens.kernels.tiles import LANES, vector_lanes
+    assert vector_lanes({"avx2": True, "avx512f": False}) == 4
+    assert vector_lanes({"avx2": True, "avx512f": True}) == 8
+    assert vector_lanes({}) == 4
+    saved = config.CPU_FEATURES
+    try:
+        config.CPU_FEATURES = "+avx2,+avx512f"
+        assert vector_lanes({}, cpu_name="skylake-avx512") == 8
+        config.CPU_FEATURES = None
+        assert vector_lanes({"avx512f": True}, cpu_name="generic") == 4
+    finally:
+        config.CPU_FEATURES = saved
+    assert LANES == vector_lanes() and TILES_MAX_K == (256 if LANES == 8 else 128)

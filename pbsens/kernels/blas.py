@@ -9,9 +9,9 @@ float64 views whose rows are contiguous (``strides[1] == 8``) and whose row
 stride is the leading dimension, with a ``beta`` for accumulation:
 
 * inner dimension ``k <= TILES_MAX_K``: register tiles
-  (:func:`pbsens.kernels.tiles.gemm_tiles`); on this machine 3-5x faster than
+  (:func:`pbsens.kernels.tiles.gemm_tiles`); with AVX-512 3-5x faster than
   OpenBLAS's dgemm for the march's 11 x 11 to 42 x 42 products and 1.6x at
-  100 x 100 (measurements in ``tiles``);
+  100 x 100, with AVX2 1.2-2.1x up to 42 x 42 (measurements in ``tiles``);
 * longer inner dimensions: BLAS ``dgemm``, the routine ``np.dot`` calls
   (numba's ``numba_xxgemm`` helper, which dispatches to
   ``scipy.linalg.cython_blas.dgemm``), whose cache blocking pays off there.
@@ -23,16 +23,19 @@ from numba.extending import intrinsic, overload
 import numba.np.linalg  # noqa: F401  (registers numba's BLAS helpers)
 
 from .signatures import f8
-from .tiles import gemm_tiles
+from .tiles import LANES, gemm_tiles
 
 #: 2-D float64 array of any layout (the kernels check that rows are contiguous).
 amat = types.Array(types.float64, 2, "A")
 
 #: Products whose inner dimension is at most this use register tiles, longer ones
 #: BLAS: a tile streams a ``k x 16`` panel of ``B`` (32 KiB at ``k = 256``, an L1
-#: cache) and keeps its accumulators in registers. Measured on this machine the
-#: tiles were still 1.6x faster than OpenBLAS (its Haswell kernels) at 300 x 300 x 300.
-TILES_MAX_K = 256
+#: cache) and keeps its accumulators in registers. Measured on an AVX-512 machine the
+#: tiles were still 1.6x faster than OpenBLAS (its Haswell kernels) at 300 x 300 x 300;
+#: without AVX-512 (4 lanes, :func:`pbsens.kernels.tiles.vector_lanes`) they are 0.9x of it
+#: at 100 x 100 x 100 and 0.5x at 200, so 128 there: it keeps the dense march's products
+#: of models up to 59 states (inner dimension ``2 nx``) BLAS-free (``sensitivity.posthoc``).
+TILES_MAX_K = 256 if LANES == 8 else 128
 _N = 110               # ord("n"): no transposition
 
 

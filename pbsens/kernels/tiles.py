@@ -8,8 +8,9 @@ Haswell kernels there) a profile of PBSR on PKA spent 62% of its time in
 OpenBLAS, a third of it outside the arithmetic (``dgemm_itcopy``,
 ``dgemm_oncopy``, ``memset``). :func:`gemm_tiles` does the arithmetic only:
 
-* ``C`` is cut into tiles of ``R <= 4`` rows by ``V * L = 16`` columns; a tile's
-  ``R * V`` accumulators are vectors of ``L = 8`` doubles held in registers
+* ``C`` is cut into tiles of ``R <= 4`` rows by ``V * L`` columns (``V = 2``; ``L = 8`` doubles
+  per vector with AVX-512, 4 without: :func:`vector_lanes`); a tile's
+  ``R * V`` accumulators are vectors of ``L`` doubles held in registers
   while ``l`` runs over the inner dimension: per ``l``, ``V`` vector loads of
   row ``l`` of ``B``, ``R`` broadcasts of ``A[i, l]`` and ``R * V`` fused
   multiply-adds (``llvm.fmuladd``: one instruction where the CPU has FMA);
@@ -24,9 +25,9 @@ inner dimension, with gathers, and ran 3x slower than BLAS. The vectors are
 generic LLVM vectors; LLVM lowers them to AVX-512, AVX2 or SSE as the CPU allows
 (numba compiles for the host, and its cache is keyed on the CPU).
 
-Measured on this machine (``python benchmarks/bench_products.py``, medians,
-microseconds per product ``C = A @ B``), against scipy's OpenBLAS 0.3.30 with
-the kernels it picks here (Haswell) and with its AVX-512 kernels forced
+Measured on an AVX-512 machine (``python benchmarks/bench_products.py``, medians,
+microseconds per product ``C = A @ B``; 8 lanes), against scipy's OpenBLAS 0.3.30 with
+the kernels it picks there (Haswell) and with its AVX-512 kernels forced
 (``OPENBLAS_CORETYPE=SkylakeX``, which has a small-matrix path)::
 
     m x k x n           3x3x2  11x11x11  11x11x35  21x21x21  21x21x59  42x42x42  100x100x100
@@ -37,6 +38,17 @@ the kernels it picks here (Haswell) and with its AVX-512 kernels forced
 So the tiles match a BLAS that has small-matrix kernels up to ``n ~ 50`` and are
 3-5x faster than one that does not; at ``n = 100`` a well-tuned BLAS is faster.
 
+On an AVX2 machine without AVX-512 (AMD EPYC znver3, 2026-11-28), the same script, OpenBLAS's
+Haswell kernels::
+
+    m x k x n           3x3x2  11x11x11  11x11x35  21x21x21  21x21x59  42x42x42  100x100x100
+    tiles, 8 lanes      0.044     0.388     1.160     2.249     4.479    11.489      142.6
+    tiles, 4 lanes      0.028     0.248     0.578     0.975     2.446     5.645       67.1
+    dgemm (Haswell)     0.147     0.515     0.923     1.560     3.094     6.649       60.9
+
+With 8 lanes there the tiles were slower than dgemm from ``21 x 21`` on; with 4 they are
+1.2-2.1x faster up to ``42 x 42`` and 0.9x at ``100 x 100``.
+
 Each entry of ``C`` is accumulated in the order ``l = 0, 1, ..., k-1``, as in a
 textbook loop (BLAS's order differs; results agree to rounding).
 """
@@ -45,12 +57,37 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["gemm_tiles", "ROWS", "LANES", "VECTORS"]
+__all__ = ["gemm_tiles", "ROWS", "LANES", "VECTORS", "vector_lanes"]
 
 #: Rows of ``C`` per tile (kernels exist for 1..ROWS rows).
 ROWS = 4
-#: Doubles per LLVM vector.
-LANES = 8
+
+
+def vector_lanes(features=None, cpu_name=None):
+    """Doubles per LLVM vector of a tile for the CPU numba compiles for: 8 with AVX-512, else 4.
+
+    A tile keeps ``ROWS * VECTORS = 8`` accumulator vectors in registers. AVX-512 has 32 registers
+    of 8 doubles, so 8-double vectors fit; AVX2 has 16 of 4 doubles, and an 8-double vector takes
+    two of them, so the accumulators alone fill the register file and the loads spill. Measured
+    on an AVX2 machine (AMD EPYC znver3, ``benchmarks/bench_products.py``): 4 lanes 1.6-2.3x faster
+    than 8 lanes there (11 x 11 x 35: 0.58 against 1.16 us; 100 x 100 x 100: 67 against 143 us).
+
+    ``features``: LLVM's feature map of the host (default ``llvmlite``'s); ``cpu_name``: numba's
+    target CPU when set (``NUMBA_CPU_NAME``), whose features are then numba's ``NUMBA_CPU_FEATURES``.
+    """
+    from numba.core import config
+    if cpu_name is None:
+        cpu_name = config.CPU_NAME
+    if cpu_name is not None:           # compiling for another CPU than this one: its features as given
+        return 8 if "+avx512f" in (config.CPU_FEATURES or "") else 4
+    if features is None:
+        import llvmlite.binding as llvm
+        features = llvm.get_host_cpu_features()
+    return 8 if features.get("avx512f", False) else 4
+
+
+#: Doubles per LLVM vector (:func:`vector_lanes`: 8 with AVX-512, else 4).
+LANES = vector_lanes()
 #: Vectors per tile row: a tile spans ``LANES * VECTORS`` columns.
 VECTORS = 2
 _WIDTH = LANES * VECTORS

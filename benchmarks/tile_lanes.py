@@ -1,0 +1,129 @@
+"""The register tiles' vector width, before and after (``kernels.tiles.vector_lanes``), side by side.
+
+Runs the same measurement in two source trees, alternating between them: ``--before`` (a checkout
+of the commit before the change, e.g. ``git worktree add /tmp/before 63530d7``, its kernels
+compiled once by a first run) and this repository. Each round starts one fresh process per tree
+(``python benchmarks/tile_lanes.py --child``, ``PYTHONPATH`` set to the tree, numba's cache warm)
+that measures, after a warm-up call each:
+
+* the default ``pbsens.sensitivities`` call on PKA, CaMKII (on [0, 600]) and Chua (on [0, 10]),
+  201 outputs: the median CPU time of ``--calls`` calls;
+* Bachmann_MSB2011 (25 states, 113 estimated parameters) at its nominal parameters:
+  ``evaluate`` with ``exp2``, ``exp2-adjoint`` and ``fs``: the median CPU time of 3 calls;
+* with ``--lang``: Lang_PLOSComputBiol2024, condition ``wt`` (124 states), the exp2 march with the
+  midpoint correction on Rodas5P at rtol 1e-4 on 16 parameter columns: one call's CPU time;
+* ``kernels.phi.exp_phi12_into`` on a random stable 124 x 124 matrix (h ||A|| ~ 1e3): median of 15.
+
+Printed per figure: the median over rounds of each tree's value and after / before.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/tile_lanes.py --before /tmp/before --rounds 3 \\
+        --collection /work/collection/Benchmark-Models [--lang ../shared/petab/Lang_PLOSComputBiol2024]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parent.parent
+SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
+
+
+def _cpu(fn, n):
+    fn()
+    out = []
+    for _ in range(n):
+        c0 = time.process_time()
+        fn()
+        out.append(time.process_time() - c0)
+    return statistics.median(out)
+
+
+def child(args):
+    import numpy as np
+
+    import pbsens
+    import pbsens.petab
+    from pbsens.kernels import tiles
+    warnings.simplefilter("ignore")
+    res = {"lanes": tiles.LANES}
+    for name, T in SPANS.items():
+        m = pbsens.load_model(name)
+        ts = np.linspace(0.0, T, 201)
+        res[f"{name} default call ms"] = 1e3 * _cpu(lambda: pbsens.sensitivities(m, t_span=(0.0, T), t_eval=ts),
+                                                    args.calls)
+    if args.collection:
+        pr = pbsens.petab.load(Path(args.collection) / "Bachmann_MSB2011" / "Bachmann_MSB2011.yaml")
+        th = np.asarray(pr.x_nominal, dtype=float)
+        for method in ("exp2", "exp2-adjoint", "fs"):
+            res[f"Bachmann {method} ms"] = 1e3 * _cpu(lambda: pr.evaluate(th, method=method), 3)
+    if args.lang:
+        from pbsens.problems import conditions
+        from pbsens.problems.petab import read_problem
+        from pbsens.problems.problem import Problem
+        problem, files = read_problem(next(iter(sorted(Path(args.lang).glob("*.yaml")))))
+        df = problem.parameter_df
+        df.loc[df.index[(df["estimate"] == 1) & (df["parameterScale"] != "lin") & (df["nominalValue"] <= 0)],
+               "estimate"] = 0
+        lang = Problem.from_petab(problem, lint=False, files=files)
+        _, times, p, x0, S0, _ = next(conditions.problem_conditions(lang))
+        cols = list(range(16))
+        res["Lang 16 columns, rtol 1e-4, s"] = _cpu(lambda: pbsens.sensitivities(
+            lang.model, t_span=(0.0, float(times[-1])), t_eval=times, p=p, x0=x0, S0=S0[:, cols], params=cols,
+            solver="rodas5p", rtol=1e-4, atol=1e-6), 1)
+    from pbsens.kernels.linalg import workspace
+    from pbsens.kernels.phi import exp_phi12_into
+    rng = np.random.default_rng(0)
+    n = 124
+    A = rng.standard_normal((n, n)) / np.sqrt(n) - 2.0 * np.eye(n)
+    out = np.empty((n, 3 * n))
+    ws = workspace(n)
+    res["exp_phi12_into 124 ms"] = 1e3 * _cpu(lambda: exp_phi12_into(A, 300.0, out, ws), 15)
+    print(json.dumps(res))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", help="the checkout before the change")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--collection", default=os.environ.get("PBSENS_PETAB_COLLECTION"))
+    ap.add_argument("--lang", default=None, help="Lang_PLOSComputBiol2024's folder")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        return child(args)
+    if not args.before:
+        ap.error("--before is required")
+    trees = {"before": Path(args.before).resolve(), "after": ROOT}
+    rows = {k: [] for k in trees}
+    extra = ["--calls", str(args.calls)] + (["--collection", args.collection] if args.collection else []) \
+        + (["--lang", args.lang] if args.lang else [])
+    for r in range(args.rounds):
+        for label, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *extra], env=env,
+                                 capture_output=True, text=True, check=True, cwd=str(tree))
+            rows[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"round {r + 1} {label}: {rows[label][-1]}", flush=True)
+    print(f"\nlanes: before {rows['before'][0]['lanes']}, after {rows['after'][0]['lanes']}; medians over "
+          f"{args.rounds} rounds (load {os.getloadavg()[0]:.1f})")
+    print("| figure | before | after | after / before |")
+    print("|---|---|---|---|")
+    for key in rows["after"][0]:
+        if key == "lanes":
+            continue
+        b = statistics.median(x[key] for x in rows["before"])
+        a = statistics.median(x[key] for x in rows["after"])
+        print(f"| {key} | {b:.3g} | {a:.3g} | {a / b:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
