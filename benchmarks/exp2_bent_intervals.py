@@ -13,8 +13,11 @@ median of ``--repeats`` interleaved calls, median and max E against Radau FS at 
 relative to a forward-sensitivity gradient at rtol 1e-11), with ``CHORD_TOL`` set to infinity for
 "before" (the length rule alone) and left at its value for "after".
 
+Part 3 (``--shifted FOLDER ...``): exp2's gradient error before and after at ``x_nominal + shift``
+for shifts 0, 0.1, -0.2 and rtol 1e-6, 1e-8, 1e-10 (atol rtol/100), against fs at rtol 1e-12.
+
     OPENBLAS_NUM_THREADS=1 PYTHONPATH=. python benchmarks/exp2_bent_intervals.py [--repeats 20] \\
-        [--petab ../shared/petab/Boehm_JProteomeRes2014 ...]
+        [--petab ../shared/petab/Boehm_JProteomeRes2014 ...] [--shifted FOLDER ...] [--skip-intervals]
 """
 from __future__ import annotations
 
@@ -134,18 +137,44 @@ def part2_petab(folders, repeats):
                   f"{err['before']:.1e} | {err['after']:.1e} |", flush=True)
 
 
+def part3_shifted(folders):
+    """exp2's gradient error before/after at the nominal point and away from it, at three tolerances."""
+    import pbsens.petab
+    print("\nPart 3: exp2's gradient error (relative 2-norm, against fs at rtol 1e-12, atol 1e-14) before -> after, "
+          "at theta = x_nominal + shift, evaluate(rtol=R, atol=R/100)")
+    print("| problem | shift | rtol 1e-6 | rtol 1e-8 | rtol 1e-10 |")
+    print("|---|---|---|---|---|")
+    for folder in folders:
+        folder = Path(folder)
+        problem = pbsens.petab.load(next(iter(sorted(folder.glob("*.yaml")))))
+        for shift in (0.0, 0.1, -0.2):
+            th = np.asarray(problem.x_nominal, dtype=float) + shift
+            th = np.where(np.isfinite(th), th, 0.0)
+            ref = problem.evaluate(th, method="fs", rtol=1e-12, atol=1e-14).gradient
+            cells = []
+            for rtol in (1e-6, 1e-8, 1e-10):
+                def grad(rtol=rtol):
+                    return problem.evaluate(th, method="exp2", rtol=rtol, atol=rtol * 1e-2).gradient
+                e = [np.linalg.norm(g - ref) / np.linalg.norm(ref) for g in (_with_chord_tol(np.inf, grad), grad())]
+                cells.append(f"{e[0]:.1e} -> {e[1]:.1e}")
+            print(f"| {folder.name} | {shift:+g} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=list(SPANS), choices=list(SPANS))
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--petab", nargs="*", default=[], help="PEtab problem folders (one YAML file each)")
     ap.add_argument("--skip-intervals", action="store_true", help="leave out part 1")
+    ap.add_argument("--shifted", nargs="*", default=[], help="PEtab folders for part 3 (errors away from the optimum)")
     args = ap.parse_args(argv)
     if not args.skip_intervals:
         part1(args.models)
     part2_ode(args.models, args.repeats)
     if args.petab:
         part2_petab(args.petab, max(3, args.repeats // 4))
+    if args.shifted:
+        part3_shifted(args.shifted)
 
 
 if __name__ == "__main__":
