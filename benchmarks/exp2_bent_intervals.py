@@ -38,6 +38,7 @@ from pbsens.errors import AccuracyWarning  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_error_estimate import SPANS  # noqa: E402
+from collection_files import find_yaml  # noqa: E402
 from exp2_gap_error import exp2_steps, jacobians_and_states  # noqa: E402
 from work_precision import interleaved_medians  # noqa: E402
 
@@ -123,7 +124,7 @@ def part2_petab(folders, repeats):
     print("|---|---|---|---|---|---|")
     for folder in folders:
         folder = Path(folder)
-        problem = pbsens.petab.load(next(iter(sorted(folder.glob("*.yaml")))))
+        problem = pbsens.petab.load(find_yaml(folder))
         th = np.asarray(problem.x_nominal, dtype=float)
         th = np.where(np.isfinite(th), th, 0.0)
         ref = problem.evaluate(th, method="fs", rtol=1e-11, atol=1e-13).gradient
@@ -146,7 +147,7 @@ def part3_shifted(folders):
     print("|---|---|---|---|---|")
     for folder in folders:
         folder = Path(folder)
-        problem = pbsens.petab.load(next(iter(sorted(folder.glob("*.yaml")))))
+        problem = pbsens.petab.load(find_yaml(folder))
         for shift in (0.0, 0.1, -0.2):
             th = np.asarray(problem.x_nominal, dtype=float) + shift
             th = np.where(np.isfinite(th), th, 0.0)

@@ -27,23 +27,20 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_adjoint import median_time  # noqa: E402
+from collection_files import find_yaml  # noqa: E402
 SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
 
 
 def _cpu(fn, n):
-    fn()
-    out = []
-    for _ in range(n):
-        c0 = time.process_time()
-        fn()
-        out.append(time.process_time() - c0)
-    return statistics.median(out)
+    """Median process CPU seconds of ``n`` calls after a warm-up (:func:`bench_adjoint.median_time`)."""
+    return median_time(fn, n)[1]
 
 
 def child(args):
@@ -68,7 +65,7 @@ def child(args):
         from pbsens.problems import conditions
         from pbsens.problems.petab import read_problem
         from pbsens.problems.problem import Problem
-        problem, files = read_problem(next(iter(sorted(Path(args.lang).glob("*.yaml")))))
+        problem, files = read_problem(find_yaml(args.lang))
         df = problem.parameter_df
         df.loc[df.index[(df["estimate"] == 1) & (df["parameterScale"] != "lin") & (df["nominalValue"] <= 0)],
                "estimate"] = 0

@@ -170,10 +170,7 @@ def midpoint_plan(t, sol, m, x=None, tol=None):
         return corrected_plan(t, sol, corrected)
     x_all = np.asarray(sol(0.5 * (t[:-1] + t[1:]))).T        # every midpoint: one dense-output call
     corrected |= bent_intervals(np.asarray(x, dtype=np.float64), x_all, *tol)
-    idx = np.flatnonzero(corrected)
-    mid_index = np.full(t.size - 1, -1, dtype=np.int64)
-    mid_index[idx] = np.arange(idx.size)
-    return np.ascontiguousarray(x_all[idx], dtype=np.float64), mid_index
+    return corrected_plan(t, sol, corrected, x_all)
 
 
 def bent_intervals(x, x_mid, rtol, atol):
@@ -183,19 +180,20 @@ def bent_intervals(x, x_mid, rtol, atol):
     the states bend"). The plain exp2 step takes ``A`` and ``B`` linear in time over the interval,
     which such an interval, however short, is not."""
     w = np.asarray(atol, dtype=np.float64) + rtol * np.maximum(np.abs(x[:-1]), np.abs(x[1:]))
-    dev = np.abs(x_mid - 0.5 * (x[:-1] + x[1:]))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.any(dev > CHORD_TOL * w, axis=1)
+    return np.any(np.abs(x_mid - 0.5 * (x[:-1] + x[1:])) > CHORD_TOL * w, axis=1)
 
 
-def corrected_plan(t, sol, corrected):
+def corrected_plan(t, sol, corrected, x_mid_all=None):
     """:func:`midpoint_plan`'s ``(x_mid, mid_index)`` for the intervals of ``t`` where the boolean
-    ``corrected`` (``K-1``) holds, the states at their midpoints from the dense output ``sol``."""
+    ``corrected`` (``K-1``) holds, the states at their midpoints from the dense output ``sol`` (or
+    the rows of ``x_mid_all``, the states at every interval's midpoint, when given)."""
     t = np.asarray(t, dtype=np.float64)
     idx = np.flatnonzero(corrected)
     mid_index = np.full(t.size - 1, -1, dtype=np.int64)
     mid_index[idx] = np.arange(idx.size)
-    if idx.size:
+    if x_mid_all is not None:
+        x_mid = np.ascontiguousarray(x_mid_all[idx], dtype=np.float64)
+    elif idx.size:
         x_mid = np.ascontiguousarray(np.asarray(sol(0.5 * (t[idx] + t[idx + 1]))).T, dtype=np.float64)
     else:
         x_mid = np.empty((0, np.asarray(sol(t[:1])).shape[0]))
