@@ -37,7 +37,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# after PYTHONPATH (a tree chosen by the caller, e.g. before_after.py's "before" checkout), not before it
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import pbsens
 from pbsens.sensitivity.adjoint import adjoint_gradient
 

@@ -24,15 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import warnings
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from before_after import alternate, table  # noqa: E402
 from bench_adjoint import median_time  # noqa: E402
 from collection_files import find_yaml  # noqa: E402
 SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
@@ -50,7 +48,7 @@ def child(args):
     import pbsens.petab
     from pbsens.kernels import tiles
     warnings.simplefilter("ignore")
-    res = {"lanes": tiles.LANES}
+    res = {"lanes": tiles.LANES, "pbsens": pbsens.__file__}
     for name, T in SPANS.items():
         m = pbsens.load_model(name)
         ts = np.linspace(0.0, T, 201)
@@ -99,27 +97,11 @@ def main(argv=None):
         return child(args)
     if not args.before:
         ap.error("--before is required")
-    trees = {"before": Path(args.before).resolve(), "after": ROOT}
-    rows = {k: [] for k in trees}
     extra = ["--calls", str(args.calls)] + (["--collection", args.collection] if args.collection else []) \
         + (["--lang", args.lang] if args.lang else [])
-    for r in range(args.rounds):
-        for label, tree in trees.items():
-            env = dict(os.environ, PYTHONPATH=str(tree))
-            out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *extra], env=env,
-                                 capture_output=True, text=True, check=True, cwd=str(tree))
-            rows[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(f"round {r + 1} {label}: {rows[label][-1]}", flush=True)
-    print(f"\nlanes: before {rows['before'][0]['lanes']}, after {rows['after'][0]['lanes']}; medians over "
-          f"{args.rounds} rounds (load {os.getloadavg()[0]:.1f})")
-    print("| figure | before | after | after / before |")
-    print("|---|---|---|---|")
-    for key in rows["after"][0]:
-        if key == "lanes":
-            continue
-        b = statistics.median(x[key] for x in rows["before"])
-        a = statistics.median(x[key] for x in rows["after"])
-        print(f"| {key} | {b:.3g} | {a:.3g} | {a / b:.2f} |")
+    rows = alternate(__file__, args.before, extra, args.rounds)
+    print(f"\nlanes: before {rows['before'][0]['lanes']}, after {rows['after'][0]['lanes']}")
+    table(rows, skip=("lanes",))
 
 
 if __name__ == "__main__":

@@ -30,9 +30,12 @@ from numba import njit, types
 from ..errors import PbsensError, SolverError
 from . import linalg, steps
 from .codes import METHOD_EXP, METHOD_EXP2
+from .dense import vecmat_into as _vecmat_into
 from .march import MAX_SUBSTEPS, _Compiled, _reusable  # noqa: F401
 from .phi import exp_phi123_into
+from .reduced_adjoint import REDUCED_WORK, reduced_vectors
 from .signatures import f8, ivec, jacs_fn, jacs_fn_sig, mat, njit_quiet, tens, vec
+from .sparse_march import LAW_TOL
 from .views import flat
 
 __all__ = ["ADJOINT_METHODS", "adjoint_march", "bind"]
@@ -41,22 +44,6 @@ i8 = types.int64
 
 #: The methods with a backward march, and their kernel codes.
 ADJOINT_METHODS = {"exp": METHOD_EXP, "exp2": METHOD_EXP2}
-
-
-@njit(types.void(vec, mat, i8, i8, vec, i8), cache=True, _nrt=False)
-def _vecmat_into(lam, M, j0, m, v, off):
-    """``v[off:off + m] = M[:, j0:j0 + m]^T lam``, row by row over ``M`` (contiguous; vectorises)."""
-    n = M.shape[0]
-    um = np.uint64(m)
-    uj0 = np.uint64(j0)
-    uoff = np.uint64(off)
-    for j in range(um):
-        v[uoff + j] = 0.0
-    for i in range(n):
-        li = lam[i]
-        if li != 0.0:
-            for j in range(um):
-                v[uoff + j] += li * M[i, uj0 + j]
 
 
 @njit(types.void(mat, vec, i8, vec), cache=True, _nrt=False)
@@ -126,23 +113,125 @@ def _corrected_transpose(EFF, EF3, A0, A1, Am, Abar, B0, B1, Bm, h, lam, v, w, y
     _add_bt_w(Bm, y, 0, grad)
 
 
+#: ``(Ap, Ai, LmT, LW, lawok, ind, dep, rpos, dpos, K, work, F)``: the full pattern of ``A`` as CSR (its
+#: values are the dense array, flattened), the laws as columns, their check's work, whether they hold
+#: (per slot of ``Ag``), the coordinates they leave (:mod:`.reduced_adjoint`; ``dep`` empty: none), that
+#: module's work, and ``F`` (8, nx): its vectors ``fy, fa, fb, fc`` of ``lam`` and of ``lam_P``.
+_LAWS = types.Tuple((ivec, ivec, mat, mat, types.int8[::1], ivec, ivec, ivec, ivec, mat, REDUCED_WORK, mat))
+
+
+@njit(types.void(mat, mat, mat, mat, mat, vec, vec, vec, vec), cache=True, _nrt=False)
+def _corrected_start_vectors(F, A0, A1, Am, Abar, lam, v, w, y):
+    """The first half of :func:`_corrected_transpose` from the vectors of
+    :func:`.reduced_adjoint.reduced_vectors` of ``lam``, ``F = (fy, fa, fb, fc)`` (``G1^T lam = fa - fb``,
+    ``G2^T lam = fb``, ``(8/h^2) F3^T lam = 8 fc``): ``v[:nx] = lam_P``, and ``y`` holds ``mu``,
+    ``D^T (mu/4 - G1^T lam/2)`` and ``Dm^T mu/2`` for :func:`_corrected_finish_vectors`."""
+    nx = lam.shape[0]
+    fa, fb, fc = F[1], F[2], F[3]
+    for i in range(nx):
+        mu = 4.0 * fb[i] - 8.0 * fc[i]
+        y[i] = mu
+        w[nx + i] = 0.5 * fb[i] - 0.25 * mu
+        w[2 * nx + i] = 0.25 * mu - 0.5 * (fa[i] - fb[i])
+    for j in range(nx):
+        w[j] = 0.0
+        y[nx + j] = 0.0
+        y[2 * nx + j] = 0.0
+    for i in range(nx):
+        a1 = w[nx + i]
+        a2 = w[2 * nx + i]
+        a3 = 0.5 * y[i]
+        for j in range(nx):
+            d = A1[i, j] - A0[i, j]
+            w[j] += a1 * d
+            y[nx + j] += a2 * d
+            y[2 * nx + j] += a3 * (Am[i, j] - Abar[i, j])
+    for j in range(nx):
+        v[j] = lam[j] + w[j] + y[2 * nx + j]
+
+
+@njit(types.void(mat, mat, mat, mat, vec, vec, vec), cache=True, _nrt=False)
+def _corrected_finish_vectors(F2, B0, B1, Bm, lam, y, grad):
+    """The second half: ``F2 = (fy, fa, fb)`` of ``lam_P``; ``lam`` becomes ``lam_a``, the gradient gains
+    ``B_a^T (G1^T lam_P - mu/2) + B_e^T (G2^T lam_P - mu/2) + B_m^T mu``."""
+    nx = lam.shape[0]
+    fy, fa, fb = F2[0], F2[1], F2[2]
+    for i in range(nx):
+        lam[i] = fy[i] + y[nx + i] + y[2 * nx + i]
+    um = np.uint64(B0.shape[1])
+    for i in range(nx):
+        mu = y[i]
+        g1 = fa[i] - fb[i] - 0.5 * mu
+        g2 = fb[i] - 0.5 * mu
+        b0, b1, bm = B0[i], B1[i], Bm[i]
+        for j in range(um):
+            grad[j] += b0[j] * g1 + b1[j] * g2 + bm[j] * mu
+
+
+@njit(types.boolean(mat, mat, mat), cache=True, _nrt=False)
+def _laws_hold_dense(LmT, M, W):
+    """Whether ``|l b| <= LAW_TOL ||b||`` for every law ``l`` (the columns of ``LmT``, ``nx x k``) and
+    column ``b`` of the dense ``M`` (``W``: work, ``(k + 1) x`` at least ``M``'s columns): the test of
+    :func:`.sparse_march._laws_hold`, summed row by row over ``M`` (contiguous; vectorises)."""
+    k = LmT.shape[1]
+    m = M.shape[1]
+    um = np.uint64(m)
+    for q in range(k + 1):
+        wq = W[q]
+        for j in range(um):
+            wq[j] = 0.0
+    nrm = W[k]
+    for i in range(M.shape[0]):
+        row = M[i]
+        for j in range(um):
+            nrm[j] += row[j] * row[j]
+        li = LmT[i]
+        for q in range(k):
+            lq = li[q]
+            if lq != 0.0:
+                wq = W[q]
+                for j in range(um):
+                    wq[j] += lq * row[j]
+    tol2 = LAW_TOL * LAW_TOL
+    for q in range(k):
+        wq = W[q]
+        for j in range(m):
+            if wq[j] * wq[j] > tol2 * nrm[j]:
+                return False
+    return True
+
+
+@njit(types.boolean(_LAWS, mat, mat), cache=True, _nrt=False)
+def _laws_at(laws, A, B):
+    """Whether the conservation laws hold for ``A`` and ``B`` at a point (none: False)."""
+    if laws[6].shape[0] == 0:
+        return False
+    LmT, LW = laws[2], laws[3]
+    return _laws_hold_dense(LmT, A, LW) and _laws_hold_dense(LmT, B, LW)
+
+
 @njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec,
-         tens, tens, mat, mat, mat, mat, mat, vec, vec, vec, tens), cache=True, _nrt=False)
+         tens, tens, mat, mat, mat, mat, mat, vec, vec, vec, tens, _LAWS), cache=True, _nrt=False)
 def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad,
-                  Ag, Bg, Abar, Ac, EF, EFF, EF3, v, w, y, ws):
+                  Ag, Bg, Abar, Ac, EF, EFF, EF3, v, w, y, ws, laws):
     """The body of :func:`adjoint_march`, given its work arrays (no allocation). ``Ag[2]``,
-    ``Bg[2]``: ``A``, ``B`` at the midpoint of a corrected interval."""
+    ``Bg[2]``: ``A``, ``B`` at the midpoint of a corrected interval; ``laws``: :data:`_LAWS` (where
+    they hold at the interval's points, the matrix functions are those of :mod:`.reduced_adjoint`)."""
+    Ap, Ai, lawok, ind, dep, rpos, dpos, Kd, rwork, F = (laws[0], laws[1], laws[4], laws[5], laws[6], laws[7],
+                                                          laws[8], laws[9], laws[10], laws[11])
     K, nx = X.shape
     np_ = p.shape[0]
     for j in range(np_):
         grad[j] = 0.0
     have_exp = False
     have_f3 = False
+    held = 0                        # the reduced matrix functions held: their chain (0: the full ones, or none)
     hc = 0.0
     norm_c = 0.0
     colsum = v                      # work of norm1_rowwise (length >= nx)
     g = (K - 1) % 2
     jacs(t[K - 1], X[K - 1], p, c, Ag[g], Bg[g])
+    lawok[g] = _laws_at(laws, Ag[g], Bg[g])
     if out_index[K - 1] >= 0:
         r = out_index[K - 1]
         for j in range(nx):
@@ -152,6 +241,7 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
         A0, B0 = Ag[g], Bg[g]
         A1, B1 = Ag[1 - g], Bg[1 - g]
         jacs(t[k], X[k], p, c, A0, B0)
+        lawok[g] = _laws_at(laws, A0, B0)
         h = t[k + 1] - t[k]
         corrected = method == METHOD_EXP2 and mid_index[k] >= 0
         if method == METHOD_EXP2:
@@ -161,35 +251,67 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
             key = Abar
         else:
             key = A0
-        if not (have_exp and _reusable(key, h, Ac, hc, norm_c, reuse_tol) and (have_f3 or not corrected)):
-            have_f3 = corrected
-            if corrected:                # F3 as well, as the forward march (kernels.march)
-                exp_phi123_into(key, h, EF3, ws)
-                for i in range(nx):
-                    for j in range(3 * nx):
-                        EFF[i, j] = EF3[i, j]
-                steps.exp2_prepare_inplace(EFF, h)
-            elif method == METHOD_EXP2:
-                linalg.exp_phi12_into(key, h, EFF, ws)
-                steps.exp2_prepare_inplace(EFF, h)
-            else:
-                linalg.exp_phi1_into(key, h, EF, ws)
-            linalg.copy_into(key, Ac)
-            hc = h
-            norm_c = linalg.norm1_rowwise(key, colsum)
-            have_exp = True
         if corrected:
             jacs(0.5 * (t[k] + t[k + 1]), X_mid[mid_index[k]], p, c, Ag[2], Bg[2])
-            _corrected_transpose(EFF, EF3, A0, A1, Ag[2], key, B0, B1, Bg[2], h, lam, v, w, y, grad)
-            for j in range(nx):
-                v[j] = lam[j]
-        elif method == METHOD_EXP2:
-            _vecmat_into(lam, EFF, 0, 3 * nx, v, 0)      # v = [E^T lam; G1^T lam; G2^T lam]
-            _add_bt_w(B0, v, nx, grad)
-            _add_bt_w(B1, v, 2 * nx, grad)
+            lawok[2] = _laws_at(laws, Ag[2], Bg[2])
+        red = lawok[g] == 1 and lawok[1 - g] == 1 and (not corrected or lawok[2] == 1)
+        if red:
+            chain = 3 if corrected else (2 if method == METHOD_EXP2 else 1)
+            fresh = not (have_exp and held == chain and _reusable(key, h, Ac, hc, norm_c, reuse_tol))
+            reduced_vectors(Ap, Ai, flat(key), rpos, dpos, ind, dep, Kd, h, chain, fresh, lam, F[0], F[1], F[2],
+                            F[3], rwork)
+            if fresh:
+                linalg.copy_into(key, Ac)
+                hc = h
+                norm_c = linalg.norm1_rowwise(key, colsum)
+                have_exp = True
+                held = chain
+            if corrected:
+                _corrected_start_vectors(F[:4], A0, A1, Ag[2], key, lam, v, w, y)
+                reduced_vectors(Ap, Ai, flat(key), rpos, dpos, ind, dep, Kd, h, chain, False, v[:nx], F[4], F[5],
+                                F[6], F[7], rwork)
+                _corrected_finish_vectors(F[4:], B0, B1, Bg[2], lam, y, grad)
+                for j in range(nx):
+                    v[j] = lam[j]
+            else:
+                for j in range(nx):
+                    v[j] = F[0, j]
+                    w[nx + j] = F[1, j] - F[2, j] if chain == 2 else F[1, j]
+                    w[2 * nx + j] = F[2, j]
+                _add_bt_w(B0, w, nx, grad)
+                if chain == 2:
+                    _add_bt_w(B1, w, 2 * nx, grad)
         else:
-            _vecmat_into(lam, EF, 0, 2 * nx, v, 0)       # v = [E^T lam; F^T lam]
-            _add_bt_w(B0, v, nx, grad)
+            if not (have_exp and held == 0 and _reusable(key, h, Ac, hc, norm_c, reuse_tol)
+                    and (have_f3 or not corrected)):
+                have_f3 = corrected
+                held = 0
+                if corrected:                # F3 as well, as the forward march (kernels.march)
+                    exp_phi123_into(key, h, EF3, ws)
+                    for i in range(nx):
+                        for j in range(3 * nx):
+                            EFF[i, j] = EF3[i, j]
+                    steps.exp2_prepare_inplace(EFF, h)
+                elif method == METHOD_EXP2:
+                    linalg.exp_phi12_into(key, h, EFF, ws)
+                    steps.exp2_prepare_inplace(EFF, h)
+                else:
+                    linalg.exp_phi1_into(key, h, EF, ws)
+                linalg.copy_into(key, Ac)
+                hc = h
+                norm_c = linalg.norm1_rowwise(key, colsum)
+                have_exp = True
+            if corrected:
+                _corrected_transpose(EFF, EF3, A0, A1, Ag[2], key, B0, B1, Bg[2], h, lam, v, w, y, grad)
+                for j in range(nx):
+                    v[j] = lam[j]
+            elif method == METHOD_EXP2:
+                _vecmat_into(lam, EFF, 0, 3 * nx, v, 0)      # v = [E^T lam; G1^T lam; G2^T lam]
+                _add_bt_w(B0, v, nx, grad)
+                _add_bt_w(B1, v, 2 * nx, grad)
+            else:
+                _vecmat_into(lam, EF, 0, 2 * nx, v, 0)       # v = [E^T lam; F^T lam]
+                _add_bt_w(B0, v, nx, grad)
         bad = 0
         r = out_index[k]
         for j in range(nx):
@@ -203,8 +325,8 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
     return -1
 
 
-@njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec), cache=True)
-def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad):
+@njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec, mat, ivec, mat), cache=True)
+def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad, Lm, dep, Kd):
     """March ``lambda`` backward over the grid ``t`` with states ``X``; accumulate the gradient.
 
     Parameters
@@ -232,6 +354,12 @@ def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
         ``lambda(t_0)`` (the output at ``t_0`` included).
     grad : (np,)
         Output: ``sum_k`` of the intervals' ``B^T`` terms (without ``lambda(t_0)^T S_0``).
+    Lm, dep, Kd : (k, nx), (k,), (k, nx - k)
+        The conservation laws (orthonormal rows) and the states they eliminate
+        (:func:`pbsens.model.conservation.dependent_states`; ``k = 0``: none). Where they hold at an
+        interval's points, its matrix functions are taken in the ``nx - k`` coordinates they leave
+        (:mod:`.reduced_adjoint`): the same ``lambda`` and gradient to rounding, at about
+        ``((nx - k)/nx)^3`` of the products.
 
     Returns
     -------
@@ -251,18 +379,45 @@ def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
     w = np.empty(3 * nx)
     y = np.empty(3 * nx)
     ws = linalg.workspace(nx)
+    nk = dep.shape[0] if (Lm.shape[0] > 0 and dep.shape[0] == Lm.shape[0]) else 0
+    nr = nx - nk if nk else 0
+    rpos = np.full(nx, -1, dtype=np.int64)
+    dpos = np.full(nx, -1, dtype=np.int64)
+    for d in range(nk):
+        dpos[dep[d]] = d
+    ind = np.empty(nr, dtype=np.int64)
+    q = 0
+    for i in range(nx if nk else 0):
+        if dpos[i] < 0:
+            ind[q] = i
+            rpos[i] = q
+            q += 1
+    # A as CSR with every entry in the pattern: its flattened dense array is the values
+    na = nx if nk else 0
+    Ap = np.empty(na + 1, dtype=np.int64)
+    Ai = np.empty(na * nx, dtype=np.int64)
+    for i in range(na + 1):
+        Ap[i] = i * nx
+    for i in range(na):
+        for j in range(nx):
+            Ai[i * nx + j] = j
+    rwork = (np.empty((nr, nr)), np.empty((nr, 2 * nr)), np.empty((nr, 3 * nr)), np.empty((nr, 4 * nr)),
+             linalg.workspace(nr), np.empty(nr), np.empty(4 * nr), np.empty(nk))
+    laws = (Ap, Ai, np.ascontiguousarray(Lm[:nk].T), np.empty((nk + 1, max(nx, np_))),
+            np.zeros(3, dtype=np.int8), ind, dep[:nk], rpos, dpos, Kd[:nk], rwork, np.empty((8, nx)))
     return _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad,
-                         Ag, Bg, Abar, Ac, EF, EFF, EF3, v, w, y, ws)
+                         Ag, Bg, Abar, Ac, EF, EFF, EF3, v, w, y, ws, laws)
 
 
 def bind(fns):
     """The per-model entry point: ``march(t, X, p, c, out_index, dJdx, method, reuse_tol, lam_end=None,
-    mid=None)`` -> ``(lambda(t_0), grad)``; ``lam_end``: ``lambda`` carried into ``t[-1]`` (default 0),
-    ``mid``: ``(X_mid, mid_index)`` of the midpoint correction (default none). Raises
-    :class:`SolverError` if ``lambda`` is not finite."""
+    mid=None, laws=None)`` -> ``(lambda(t_0), grad)``; ``lam_end``: ``lambda`` carried into ``t[-1]``
+    (default 0), ``mid``: ``(X_mid, mid_index)`` of the midpoint correction (default none), ``laws``:
+    ``(Lm, dep, K)`` of :func:`adjoint_march` (default none). Raises :class:`SolverError` if ``lambda``
+    is not finite."""
     jacs_into = _Compiled(fns.jacs_into, jacs_fn_sig)
 
-    def bound_adjoint(t, X, p, c, out_index, dJdx, method, reuse_tol, lam_end=None, mid=None):
+    def bound_adjoint(t, X, p, c, out_index, dJdx, method, reuse_tol, lam_end=None, mid=None, laws=None):
         if method not in ADJOINT_METHODS.values():
             raise PbsensError(f"adjoint march: unknown method code {method!r}")
         nx = X.shape[1]
@@ -270,9 +425,14 @@ def bind(fns):
         if mid is None:
             mid = (np.empty((0, nx)), np.full(t.size - 1, -1, dtype=np.int64))
         grad = np.empty(p.shape[0])
+        if laws is None:
+            laws = (np.zeros((0, nx)), np.zeros(0, dtype=np.int64), np.zeros((0, nx)))
         status = adjoint_march(jacs_into, t, X, p, c, out_index, dJdx, int(method), float(reuse_tol),
                                np.ascontiguousarray(mid[0], dtype=np.float64),
-                               np.ascontiguousarray(mid[1], dtype=np.int64), lam, grad)
+                               np.ascontiguousarray(mid[1], dtype=np.int64), lam, grad,
+                               np.ascontiguousarray(laws[0], dtype=np.float64),
+                               np.ascontiguousarray(laws[1], dtype=np.int64),
+                               np.ascontiguousarray(laws[2], dtype=np.float64))
         if status >= 0:
             raise SolverError(f"adjoint march: lambda is NaN or inf after the interval [{t[status]:.6g}, "
                               f"{t[status + 1]:.6g}] (marching backward)")

@@ -271,3 +271,17 @@ def _check_ws(ws, n):
         raise ValueError("workspace has the wrong shape: use workspace(n)")
 
 
+@njit(types.void(vec, mat, i8, i8, vec, i8), cache=True, _nrt=False)
+def vecmat_into(lam, M, j0, m, v, off):
+    """``v[off:off + m] = M[:, j0:j0 + m]^T lam``, row by row over ``M`` (contiguous; vectorises)."""
+    n = M.shape[0]
+    um = np.uint64(m)
+    uj0 = np.uint64(j0)
+    uoff = np.uint64(off)
+    for j in range(um):
+        v[uoff + j] = 0.0
+    for i in range(n):
+        li = lam[i]
+        if li != 0.0:
+            for j in range(um):
+                v[uoff + j] += li * M[i, uj0 + j]

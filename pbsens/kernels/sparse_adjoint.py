@@ -46,11 +46,12 @@ import numpy as np
 from numba import njit, types
 
 from . import expmv, linalg
-from .adjoint import _vecmat_into
+from .dense import vecmat_into as _vecmat_into
 from .phi import exp_phi123_into
 from .codes import METHOD_EXP2
+from .reduced_adjoint import REDUCED_WORK, reduced_vectors
 from .signatures import f8, ivec, jacs_fn, mat, njit_quiet, tens, vec, vector_fn
-from .sparse_march import (_DENSE_THETA, MID, MS_PER_RHO, SPARSE_WEIGHT, _compact, _eval, _scatter,
+from .sparse_march import (_DENSE_THETA, MID, MS_PER_RHO, SPARSE_WEIGHT, _compact, _eval, _laws_hold, _scatter,
                            _transpose_positions, choose_step, rho_lower_bound)
 
 __all__ = ["sparse_adjoint_march", "taction", "STATUS_OK", "N_ASTATS"]
@@ -60,10 +61,10 @@ _U = 2.0 ** -53
 
 STATUS_OK = -1
 #: ``stats``: intervals by the forward step transposed (action plain, action with midpoint, dense plain,
-#: dense with midpoint), the dense-step intervals evaluated with dense matrix functions, and the
-#: transposed Taylor terms summed.
-AS_ACTION, AS_ACTION_MID, AS_DENSE, AS_DENSE_MID, AS_DENSE_EVAL, AS_TERMS = 0, 1, 2, 3, 4, 5
-N_ASTATS = 6
+#: dense with midpoint), the dense-step intervals evaluated with dense matrix functions, the
+#: transposed Taylor terms summed, and the dense evaluations in the coordinates the laws leave.
+AS_ACTION, AS_ACTION_MID, AS_DENSE, AS_DENSE_MID, AS_DENSE_EVAL, AS_TERMS, AS_REDUCED = 0, 1, 2, 3, 4, 5, 6
+N_ASTATS = 7
 #: Rows of the vector work ``VV``: the four results (``y``, ``a``, ``b``, ``c``), the four terms and
 #: their next values, then the interval's vectors.
 V_FY, V_FA, V_FB, V_FC, V_TY, V_TA, V_TB, V_TC, V_NY, V_NA, V_NB, V_NC = range(12)
@@ -233,20 +234,30 @@ _JAC_WORK = types.Tuple((mat, mat, mat, mat, mat, vec, vec, vec, vec))
 _VEC_WORK = types.Tuple((mat, mat, vec, vec, vec))
 #: ``(Adn, EF, EFF, EF3, ws)``: the dense evaluation (empty unless ``dense_max >= nx``).
 _DENSE_WORK = types.Tuple((mat, mat, mat, mat, tens))
+#: ``(ind, dep, rpos, dpos, K)``: the coordinates the conservation laws leave (:mod:`.reduced_adjoint`;
+#: ``dep`` empty: none), and their work ``REDUCED_WORK``.
+_REDUCED = types.Tuple((ivec, ivec, ivec, ivec, mat, REDUCED_WORK))
 
 
 @njit(i8(ivec, ivec, vec, ivec, ivec, vec, vec, types.boolean, f8, i8, i8, ivec, i8, i8, i8, i8, vec,
-         _VEC_WORK, _DENSE_WORK, ivec), cache=True, _nrt=False)
+         _VEC_WORK, _DENSE_WORK, ivec, types.boolean, _REDUCED), cache=True, _nrt=False)
 def _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, nx, dense_max, tpos, chain, n_act, have, gather_d, lam,
-             vec_work, dense_work, stats):
+             vec_work, dense_work, stats, red, reduced):
     """``VV[V_FY .. V_FC]`` of ``lam`` on a dense-step interval, the cheaper way for one vector: the dense
     matrix functions of ``Ause`` (computed when ``have`` is 0, then kept in ``dense_work`` for a second
     vector of the same interval) or the transposed action with a plan of its own (kept in ``PL`` for
-    a second vector). Returns 1 if the dense matrix functions are held after the call, 0 if not, -1 if no finite plan or result exists.
+    a second vector). Returns 1 if the dense matrix functions are held after the call (2: those in the
+    coordinates the laws leave, ``red``: the laws hold at the interval's points; :mod:`.reduced_adjoint`),
+    0 if not, -1 if no finite plan or result exists.
     ``n_act``: vectors this interval needs (the choice's cost); ``gather_d``: whether the dense
     matrices must be formed (1) or the action may be taken (0: decide)."""
     VV, TT, dwork, VL, PL = vec_work
     Adn, EF, EFF, EF3, ws = dense_work
+    ind, dep, rpos, dpos, Kd, rwork = reduced
+    if have == 2:
+        reduced_vectors(Ap, Ai, Ause, rpos, dpos, ind, dep, Kd, h, chain, False, lam, VV[V_FY], VV[V_FA],
+                        VV[V_FB], VV[V_FC], rwork)
+        return 2
     if have == 1:
         M = EF3 if chain == 3 else (EFF if chain == 2 else EF)
         _dense_vectors(M, chain, h, lam, VV, VL)
@@ -259,7 +270,8 @@ def _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, nx, dense_max, tpos, chain
         sd = 0.0
         if nrm > _DENSE_THETA:
             sd = math.ceil(math.log2(nrm / _DENSE_THETA))
-        cost_d = (7.0 + 3.0 * sd) * nx ** 3 * (1.5 if chain == 3 else 1.0)
+        nd = nx - dep.shape[0] if red else nx
+        cost_d = (7.0 + 3.0 * sd) * nd ** 3 * (1.5 if chain == 3 else 1.0)
         floor = SPARSE_WEIGHT * MS_PER_RHO * h * rho_lower_bound(Ap, Ai, Ause, tpos) * rowcost * n_act
         if nrm < np.inf and cost_d < floor and dense_max >= nx:
             use_dm = True
@@ -271,6 +283,12 @@ def _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, nx, dense_max, tpos, chain
                 use_dm = True
             elif dense_max >= nx:
                 use_dm = cost_d < SPARSE_WEIGHT * float(m) * float(s) * rowcost * n_act
+    if use_dm and red:
+        reduced_vectors(Ap, Ai, Ause, rpos, dpos, ind, dep, Kd, h, chain, True, lam, VV[V_FY], VV[V_FA],
+                        VV[V_FB], VV[V_FC], rwork)
+        stats[AS_DENSE_EVAL] += 1
+        stats[AS_REDUCED] += 1
+        return 2
     if use_dm:
         _scatter(Ap, Ai, Ause, Adn)
         if chain == 3:
@@ -292,12 +310,24 @@ def _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, nx, dense_max, tpos, chain
     return 0
 
 
+@njit(types.boolean(mat, ivec, ivec, vec, ivec, ivec, vec, mat), cache=True, _nrt=False)
+def _laws_at(LmT, Ap, Ai, Av, Rp, Ri, Bv, LW):
+    """Whether the laws (the columns of ``LmT``; none: False) hold for ``A`` and ``B`` at a point."""
+    if LmT.shape[1] == 0:
+        return False
+    return (_laws_hold(LmT, Ap, Ai, Av, LW[:Ap.shape[0] - 1])
+            and _laws_hold(LmT, Rp, Ri, Bv, LW[:LW.shape[0] - Ap.shape[0] + 1]))
+
+
 @njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, mat, i8, i8, i8, _PATTERNS,
-         types.Tuple((mat, ivec)), _JAC_WORK, _VEC_WORK, _DENSE_WORK, vec, ivec), cache=True, _nrt=False)
+         types.Tuple((mat, ivec)), _JAC_WORK, _VEC_WORK, _DENSE_WORK, vec, ivec,
+         types.Tuple((mat, mat, types.int8[::1])), _REDUCED), cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max, np_fwd, patterns, midpoints,
-          jac_work, vec_work, dense_work, grad, stats):
+          jac_work, vec_work, dense_work, grad, stats, law_work, reduced):
     """The body of :func:`sparse_adjoint_march` (no allocation). ``VV[V_LAM]`` holds ``lambda`` (in and
-    out)."""
+    out). ``law_work``: ``(LmT, LW, lawok)``, the laws as columns, the check's work and, per slot of
+    ``Ad``, whether they hold there."""
+    LmT, LW, lawok = law_work
     Ap, Ai, Bp, Bi, Rp, Ri, Rsel, tpos = patterns
     X_mid, mid_index = midpoints
     Ad, Bd, Bf, Adense, Bdense, Abar, Dd, Ah, Dh = jac_work
@@ -317,6 +347,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
     if not _eval(jacs, jxd, jpd, gather, t[K - 1], X[K - 1], p, c, Ap, Ai, Bp, Bi, Ad[gK], Bf[gK], Adense, Bdense):
         return -2 - (K - 1)
     _compact(Bf[gK], Rsel, Bd[gK])
+    lawok[gK] = _laws_at(LmT, Ap, Ai, Ad[gK], Rp, Ri, Bd[gK], LW)
     if out_index[K - 1] >= 0:
         r = out_index[K - 1]
         for i in range(nx):
@@ -328,6 +359,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
         if not _eval(jacs, jxd, jpd, gather, t[k], X[k], p, c, Ap, Ai, Bp, Bi, A0, Bf[g], Adense, Bdense):
             return -2 - k
         _compact(Bf[g], Rsel, B0)
+        lawok[g] = _laws_at(LmT, Ap, Ai, A0, Rp, Ri, B0, LW)
         h = t[k + 1] - t[k]
         if second:
             for q in range(Abar.shape[0]):
@@ -345,6 +377,8 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
                          Adense, Bdense):
                 return -2 - k
             _compact(Bf[MID], Rsel, Bm)
+            lawok[MID] = _laws_at(LmT, Ap, Ai, Am, Rp, Ri, Bm, LW)
+        red = lawok[g] == 1 and lawok[1 - g] == 1 and (not mid or lawok[MID] == 1)
         for i in range(nx):
             wlo[i] = 0.0
             whi[i] = 0.0
@@ -421,7 +455,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
         elif not mid:
             stats[AS_DENSE] += 1
             if _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, nx, dense_max, tpos, chain, 1, 0, 0, lam,
-                        vec_work, dense_work, stats) < 0:
+                        vec_work, dense_work, stats, red, reduced) < 0:
                 return k
             for i in range(nx):
                 lam[i] = VV[V_FY, i]
@@ -434,7 +468,7 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
             # the midpoint correction transposed (METHOD.md section 16; kernels.adjoint._corrected_transpose)
             stats[AS_DENSE_MID] += 1
             have = _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, True, h, nx, dense_max, tpos, 3, 2, 0, 0, lam,
-                            vec_work, dense_work, stats)
+                            vec_work, dense_work, stats, red, reduced)
             if have < 0:
                 return k
             for i in range(nx):
@@ -454,9 +488,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
             _tmatvec_add(Ap, Ai, A0, x3, -1.0, lam)
             _tmatvec_add(Ap, Ai, Am, x1, 0.5, lam)
             _tmatvec_add(Ap, Ai, Ause, x1, -0.5, lam)
-            if have == 1:
-                _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, True, h, nx, dense_max, tpos, 3, 2, 1, 1, x4, vec_work,
-                         dense_work, stats)
+            if have >= 1:
+                _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, True, h, nx, dense_max, tpos, 3, 2, have, 1, x4, vec_work,
+                         dense_work, stats, red, reduced)
             else:
                 stats[AS_TERMS] += taction(Ap, Ai, Ause, PL[0], h, int(PL[1]), int(PL[2]), 2, x4, VV)
             for i in range(nx):
@@ -484,14 +518,18 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
 
 
 @njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, mat, i8, i8, ivec, ivec, ivec, ivec,
-                ivec, ivec, ivec, mat, ivec, vec, vec, ivec), cache=True)
+                ivec, ivec, ivec, mat, ivec, vec, vec, ivec, mat, ivec, mat), cache=True)
 def sparse_adjoint_march(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max, Ap, Ai, Bp, Bi,
-                         Rp, Ri, Rsel, X_mid, mid_index, lam, grad, stats):
+                         Rp, Ri, Rsel, X_mid, mid_index, lam, grad, stats, Lm, dep, Kd):
     """March ``lambda`` backward over the grid ``t`` (states ``X``), the transpose of
     :func:`pbsens.kernels.sparse_march.sparse_march` with the same arguments.
 
     ``jacs, jxd, jpd, gather, t, X, p, c, method, dense_max, Ap, Ai, Bp, Bi, Rp, Ri, Rsel, X_mid,
     mid_index``: as there (``Rp, Ri, Rsel``: the forward march's columns, ``grad.shape[0]`` of them).
+    ``Lm`` (``k x nx``, orthonormal rows), ``dep``, ``Kd``: the conservation laws and the states they
+    eliminate (:func:`pbsens.model.conservation.dependent_states`; ``k = 0``: none): the dense-step
+    intervals where the laws hold take their matrix functions in the ``nx - k`` coordinates left
+    (:mod:`.reduced_adjoint`).
     ``out_index``, ``dJdx``: ``dJdx[out_index[k]]`` is added to ``lambda`` at ``t_k``. ``lam``: on entry
     ``lambda`` carried into ``t[-1]``; on exit ``lambda(t_0)``. ``grad`` (output): ``sum_k B_k^T w_k`` over
     the marched columns (without ``S_0^T lambda_0``). ``stats`` (``N_ASTATS``): the counts ``AS_*``.
@@ -532,10 +570,31 @@ def sparse_adjoint_march(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, me
     EF3 = np.empty((nm, 4 * nm))
     ws = linalg.workspace(nd)
     tpos = _transpose_positions(Ap, Ai) if nd else np.empty(0, dtype=np.int64)
+    # the coordinates the laws leave: only where the dense step is taken
+    nk = dep.shape[0] if (nd > 0 and Lm.shape[0] > 0 and dep.shape[0] == Lm.shape[0]) else 0
+    LmT = np.ascontiguousarray(Lm[:nk].T)
+    LW = np.empty((nx + max(np_fwd, 1), nk + 1))
+    lawok = np.zeros(MID + 1, dtype=np.int8)
+    rpos = np.full(nx, -1, dtype=np.int64)
+    dpos = np.full(nx, -1, dtype=np.int64)
+    for d in range(nk):
+        dpos[dep[d]] = d
+    nr = nx - nk if nk else 0
+    ind = np.empty(nr, dtype=np.int64)
+    q = 0
+    for i in range(nx if nk else 0):
+        if dpos[i] < 0:
+            ind[q] = i
+            rpos[i] = q
+            q += 1
+    nrm = nr if has_mid else 0
+    rwork = (np.empty((nr, nr)), np.empty((nr, 2 * nr)), np.empty((nr, 3 * nr)), np.empty((nrm, 4 * nrm)),
+             linalg.workspace(nr), np.empty(nr), np.empty(4 * nr), np.empty(nk))
     status = _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max, np_fwd,
                    (Ap, Ai, Bp, Bi, Rp, Ri, Rsel, tpos), (X_mid, mid_index),
                    (Ad, Bd, Bf, Adense, Bdense, Abar, Dd, Ah, Dh), (VV, TT, dwork, VL, PL),
-                   (Adn, EF, EFF, EF3, ws), grad, stats)
+                   (Adn, EF, EFF, EF3, ws), grad, stats, (LmT, LW, lawok),
+                   (ind, dep[:nk], rpos, dpos, Kd[:nk], rwork))
     for i in range(nx):
         lam[i] = VV[V_LAM, i]
     return status

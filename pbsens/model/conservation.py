@@ -103,3 +103,20 @@ def dependent_states(L, rate=None):
     if not np.linalg.cond(LD) <= MAX_COND:
         return none
     return dep, ind, np.ascontiguousarray(np.linalg.solve(LD, L[:, ind])), np.ascontiguousarray(np.linalg.inv(LD))
+
+
+def eliminated_on_grid(model, L, t, x, p, points=5):
+    """``(dep, K, L[:, dep]^-1)`` of :func:`dependent_states` for the laws ``L`` along a trajectory: the
+    fastest states (largest ``|A_jj|`` at ``points`` grid points of ``(t, x)``) avoided; empty arrays
+    without laws or grid."""
+    nx = model.n_states
+    if L.shape[0] == 0 or len(t) == 0:
+        return np.zeros(0, np.int64), np.zeros((0, max(nx - L.shape[0], 0))), np.zeros((0, 0))
+    rate = np.zeros(nx)
+    A = np.empty((nx, nx))
+    B = np.empty((nx, model.n_params))
+    for k in np.unique(np.linspace(0, len(t) - 1, points).astype(np.int64)):
+        model.fns.jacs_into(float(t[k]), np.ascontiguousarray(x[k]), p, model.constants, A, B)
+        rate = np.maximum(rate, np.abs(np.diag(A)))
+    dep, _, K, LDinv = dependent_states(L, rate)
+    return dep, K, LDinv

@@ -142,7 +142,28 @@ def march_backward(model, setup, opts, mid, dJdx, lam_end=None, cols=None, nonze
         return runner(model).adjoint(setup.t, setup.x, setup.p, setup.out_index, dJdx, ADJOINT_METHODS[opts.method],
                                      lam_end=lam_end, cols=cols, nonzero_start=nonzero_start, mid=mid)
     return _bound(model)(setup.t, setup.x, setup.p, model.constants, setup.out_index, dJdx,
-                         ADJOINT_METHODS[opts.method], opts.reuse_tol, lam_end, mid)
+                         ADJOINT_METHODS[opts.method], opts.reuse_tol, lam_end, mid,
+                         _dense_laws(model, setup.t, setup.x, setup.p))
+
+
+#: The dense transpose takes its matrix functions in the coordinates the conservation laws leave
+#: (:mod:`pbsens.kernels.reduced_adjoint`) from this many states on; below it the laws are not looked for.
+LAWS_MIN_STATES = 16
+
+
+def _dense_laws(model, t, x, p):
+    """``(Lm, dep, K)`` for the dense transpose: the model's conservation laws and the states they eliminate
+    (chosen on the first grid: any well-conditioned choice gives the same step; found once per model and
+    process); None below :data:`LAWS_MIN_STATES` or without laws."""
+    if model.n_states < LAWS_MIN_STATES:
+        return None
+    cache = model.__dict__.setdefault("_kernels", {})
+    if "laws" not in cache:
+        from ..model.conservation import eliminated_on_grid, shared_left_null_space
+        laws = shared_left_null_space(model, p)
+        dep, K, _ = eliminated_on_grid(model, laws, t, x, p)
+        cache["laws"] = None if dep.size == 0 else (laws, dep, K)
+    return cache["laws"]
 
 
 @limit_blas_threads()

@@ -153,6 +153,7 @@ class SparseRunner:
         X_mid, mid_index = np.ascontiguousarray(mid[0], dtype=np.float64), np.ascontiguousarray(mid[1], np.int64)
         lam0 = np.zeros(nx) if lam_end is None else np.array(lam_end, dtype=np.float64).reshape(nx)
         self.adjoint_stats = np.zeros(N_ASTATS, dtype=np.int64)
+        laws, dep, K = self._adjoint_laws(t, x, p, method_code, mid_index)
         for _ in range(_MAX_EXTEND + 1):
             sj = self.sj
             active, Rp, Ri, Rsel = _reduced_pattern(sj.Bp, sj.Bi, cols, start)
@@ -161,7 +162,7 @@ class SparseRunner:
             status = sparse_adjoint_march(self._jacs, self._jxd, self._jpd, 1 if sj.gather else 0, t, x, p, c,
                                           np.ascontiguousarray(out_index, np.int64), np.ascontiguousarray(dJdx, float),
                                           int(method_code), DENSE_STEP_MAX_STATES, sj.Ap, sj.Ai, sj.Bp, sj.Bi, Rp, Ri,
-                                          Rsel, X_mid, mid_index, lam, grad_c, self.adjoint_stats)
+                                          Rsel, X_mid, mid_index, lam, grad_c, self.adjoint_stats, laws, dep, K)
             if status > -2:
                 if status >= 0:
                     raise SolverError(f"adjoint march (sparse): lambda is NaN or inf after the interval "
@@ -174,24 +175,32 @@ class SparseRunner:
         raise PbsensError(f"model {self.model.name!r}: the Jacobians' sparsity pattern kept changing along the "
                           "trajectory; use linalg='dense'")
 
-    #: Take the dense exp2 steps in the coordinates the conservation laws leave (pbsens.kernels.reduced).
+    #: Take the dense exp2 steps in the coordinates the conservation laws leave (pbsens.kernels.reduced),
+    #: and their transposes in the adjoint (pbsens.kernels.reduced_adjoint).
     reduce_laws = True
 
-    def _eliminated(self, laws, t, x, p, points=5):
-        """``(dep, K, L[:, dep]^-1)`` of :func:`pbsens.model.conservation.dependent_states` for the laws, the fastest
-        states (largest ``|A_jj|`` at ``points`` grid points) avoided; empty without laws."""
+    def _adjoint_laws(self, t, x, p, method_code, mid_index):
+        """``(laws, dep, K)`` for :meth:`adjoint`: as the forward march finds them (with midpoints and the
+        dense step), or empty."""
         nx = self.model.n_states
-        if laws.shape[0] == 0 or not self.reduce_laws or t.size == 0:
+        if (method_info(method_code).midpoint and np.any(mid_index >= 0) and nx <= DENSE_STEP_MAX_STATES
+                and self._laws is None):
+            from ..model.conservation import shared_left_null_space
+            self._laws = shared_left_null_space(self.model, p)
+        laws = self._laws if self._laws is not None else np.zeros((0, nx))
+        dep, K, _ = self._eliminated(laws, t, x, p)
+        if dep.size == 0:
+            return np.zeros((0, nx)), np.zeros(0, np.int64), np.zeros((0, nx))
+        return np.ascontiguousarray(laws, dtype=np.float64), dep, np.ascontiguousarray(K, dtype=np.float64)
+
+    def _eliminated(self, laws, t, x, p):
+        """``(dep, K, L[:, dep]^-1)`` (:func:`pbsens.model.conservation.eliminated_on_grid`); empty without
+        laws or with ``reduce_laws`` off."""
+        nx = self.model.n_states
+        if not self.reduce_laws:
             return np.zeros(0, np.int64), np.zeros((0, max(nx - laws.shape[0], 0))), np.zeros((0, 0))
-        from ..model.conservation import dependent_states
-        rate = np.zeros(nx)
-        A = np.empty((nx, nx))
-        B = np.empty((nx, self.model.n_params))
-        for k in np.unique(np.linspace(0, t.size - 1, points).astype(np.int64)):
-            self.model.fns.jacs_into(float(t[k]), np.ascontiguousarray(x[k]), p, self.model.constants, A, B)
-            rate = np.maximum(rate, np.abs(np.diag(A)))
-        dep, _, K, LDinv = dependent_states(laws, rate)
-        return dep, K, LDinv
+        from ..model.conservation import eliminated_on_grid
+        return eliminated_on_grid(self.model, laws, t, x, p)
 
 
 def _reduced_pattern(Bp, Bi, cols, nonzero_start):
