@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 import time
+from types import SimpleNamespace
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -85,6 +86,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--all-estimated", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--spread", action="store_true",
+                    help="also time the adjoint with the spread's second backward march (what method='auto' "
+                         "would pay with the adjoint: pbsens.problems.method_choice)")
     args = ap.parse_args()
     if args.all_estimated:
         import pbsens
@@ -94,7 +98,7 @@ def main():
     th = pr.x_nominal
     print(f"theta {pr.dim} (fixed: {fixed}), states {pr.model.n_states}, load avg {os.getloadavg()[0]:.1f}",
           flush=True)
-    methods = ("exp2", "exp2-adjoint")
+    methods = ("exp2", "exp2-adjoint") + (("exp2-adjoint+spread",) if args.spread else ())
     cpu = {m: [] for m in methods}
     march = {m: [] for m in methods}
     grads = {}
@@ -104,9 +108,18 @@ def main():
             for key in _march_cpu:
                 _march_cpu[key] = 0.0
             c0 = time.process_time()
-            res = pr.evaluate(th, method=m)
+            if m == "exp2-adjoint+spread":
+                from pbsens.problems.adjoint_evaluation import evaluate_adjoint
+                from pbsens.problems.evaluation_setup import _bound_outputs, evaluation_options
+                from pbsens.system.threads import blas_single_thread
+                with blas_single_thread():       # as Problem.evaluate does
+                    res = SimpleNamespace(**evaluate_adjoint(pr, np.asarray(th, float), True,
+                                                             evaluation_options("exp2-adjoint", True, {}),
+                                                             _bound_outputs(pr.model), spread=True))
+            else:
+                res = pr.evaluate(th, method=m)
             c = time.process_time() - c0
-            key = "adjoint" if m.endswith("adjoint") else "forward"
+            key = "adjoint" if "adjoint" in m else "forward"
             run = sparse_path.runner(pr.model)
             st = (run.adjoint_stats if key == "adjoint" else run.stats).tolist()
             grads[m] = np.asarray(res.gradient)

@@ -33,6 +33,7 @@ from .codes import METHOD_EXP, METHOD_EXP2
 from .dense import vecmat_into as _vecmat_into
 from .march import MAX_SUBSTEPS, _Compiled, _reusable  # noqa: F401
 from .phi import exp_phi123_into
+from .reduced import positions
 from .reduced_adjoint import REDUCED_WORK, reduced_vectors
 from .signatures import f8, ivec, jacs_fn, jacs_fn_sig, mat, njit_quiet, tens, vec
 from .sparse_march import LAW_TOL
@@ -56,6 +57,29 @@ def _add_bt_w(B, v, off, grad):
         if wi != 0.0:
             for j in range(um):
                 grad[j] += B[i, j] * wi
+
+
+@njit(types.void(mat, mat, mat, mat, vec, vec, vec, vec), cache=True, _nrt=False)
+def _lam_p_into(A0, A1, Am, Abar, lam, v, w, y):
+    """The corrected transpose's pass over ``D = A1 - A0`` and ``Dm = Am - Abar`` (one over the rows):
+    from ``w1 = w[nx:2nx]``, ``w2 = w[2nx:]`` and ``mu = y[:nx]``, ``w[:nx] = D^T w1``,
+    ``y[nx:2nx] = D^T w2``, ``y[2nx:] = Dm^T mu / 2`` and ``v[:nx] = lam_P = lam + D^T w1 + Dm^T mu / 2``."""
+    nx = lam.shape[0]
+    for j in range(nx):
+        w[j] = 0.0
+        y[nx + j] = 0.0
+        y[2 * nx + j] = 0.0
+    for i in range(nx):
+        a1 = w[nx + i]
+        a2 = w[2 * nx + i]
+        a3 = 0.5 * y[i]
+        for j in range(nx):
+            d = A1[i, j] - A0[i, j]
+            w[j] += a1 * d
+            y[nx + j] += a2 * d
+            y[2 * nx + j] += a3 * (Am[i, j] - Abar[i, j])
+    for j in range(nx):
+        v[j] = lam[j] + w[j] + y[2 * nx + j]
 
 
 @njit(types.void(mat, mat, mat, mat, mat, mat, mat, mat, mat, f8, vec, vec, vec, vec, vec), cache=True, _nrt=False)
@@ -86,22 +110,7 @@ def _corrected_transpose(EFF, EF3, A0, A1, Am, Abar, B0, B1, Bm, h, lam, v, w, y
         y[i] = mu                                        # mu
         w[nx + i] = 0.5 * v[2 * nx + i] - 0.25 * mu      # D^T applied to these two
         w[2 * nx + i] = 0.25 * mu - 0.5 * v[nx + i]
-    # D^T w1, D^T w2 and Dm^T mu / 2 in one pass over the rows
-    for j in range(nx):
-        w[j] = 0.0                                       # D^T w1 -> w[:nx]
-        y[nx + j] = 0.0                                  # D^T w2 -> y[nx:2nx]
-        y[2 * nx + j] = 0.0                              # Dm^T mu / 2 -> y[2nx:]
-    for i in range(nx):
-        a1 = w[nx + i]
-        a2 = w[2 * nx + i]
-        a3 = 0.5 * y[i]
-        for j in range(nx):
-            d = A1[i, j] - A0[i, j]
-            w[j] += a1 * d
-            y[nx + j] += a2 * d
-            y[2 * nx + j] += a3 * (Am[i, j] - Abar[i, j])
-    for j in range(nx):
-        v[j] = lam[j] + w[j] + y[2 * nx + j]            # lam_P
+    _lam_p_into(A0, A1, Am, Abar, lam, v, w, y)
     _vecmat_into(v, EFF, 0, 3 * nx, w, 0)                # w = [E^T; G1^T; G2^T] lam_P
     for i in range(nx):
         lam[i] = w[i] + y[nx + i] + y[2 * nx + i]
@@ -133,21 +142,7 @@ def _corrected_start_vectors(F, A0, A1, Am, Abar, lam, v, w, y):
         y[i] = mu
         w[nx + i] = 0.5 * fb[i] - 0.25 * mu
         w[2 * nx + i] = 0.25 * mu - 0.5 * (fa[i] - fb[i])
-    for j in range(nx):
-        w[j] = 0.0
-        y[nx + j] = 0.0
-        y[2 * nx + j] = 0.0
-    for i in range(nx):
-        a1 = w[nx + i]
-        a2 = w[2 * nx + i]
-        a3 = 0.5 * y[i]
-        for j in range(nx):
-            d = A1[i, j] - A0[i, j]
-            w[j] += a1 * d
-            y[nx + j] += a2 * d
-            y[2 * nx + j] += a3 * (Am[i, j] - Abar[i, j])
-    for j in range(nx):
-        v[j] = lam[j] + w[j] + y[2 * nx + j]
+    _lam_p_into(A0, A1, Am, Abar, lam, v, w, y)
 
 
 @njit(types.void(mat, mat, mat, mat, vec, vec, vec), cache=True, _nrt=False)
@@ -381,17 +376,7 @@ def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
     ws = linalg.workspace(nx)
     nk = dep.shape[0] if (Lm.shape[0] > 0 and dep.shape[0] == Lm.shape[0]) else 0
     nr = nx - nk if nk else 0
-    rpos = np.full(nx, -1, dtype=np.int64)
-    dpos = np.full(nx, -1, dtype=np.int64)
-    for d in range(nk):
-        dpos[dep[d]] = d
-    ind = np.empty(nr, dtype=np.int64)
-    q = 0
-    for i in range(nx if nk else 0):
-        if dpos[i] < 0:
-            ind[q] = i
-            rpos[i] = q
-            q += 1
+    ind, rpos, dpos = positions(nx, dep, nk)
     # A as CSR with every entry in the pattern: its flattened dense array is the values
     na = nx if nk else 0
     Ap = np.empty(na + 1, dtype=np.int64)

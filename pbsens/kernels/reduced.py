@@ -34,11 +34,32 @@ from .phi import exp_phi12_into
 from .signatures import f8, ivec, mat, tens, vec
 from .steps import exp2_prepare_inplace, exp2_step_stacked_into
 
-__all__ = ["reduce_into", "reduce_b_into", "reduced_exp2_into", "R_SLICES", "P_SLICES"]
+i8 = types.int64
+
+__all__ = ["positions", "reduce_into", "reduce_b_into", "reduced_exp2_into", "R_SLICES", "P_SLICES"]
 
 #: ``r x r`` work slices of :func:`reduced_exp2_into` (``RW``) and ``r x np`` ones (``RP``).
 R_SLICES = 3
 P_SLICES = 9
+
+
+@njit(types.UniTuple(ivec, 3)(i8, ivec, i8), cache=True)
+def positions(nx, dep, nk):
+    """``(ind, rpos, dpos)`` for the first ``nk`` states of ``dep`` eliminated (``nk = 0``: none):
+    the kept states in order, and per state its position in ``ind`` / ``dep`` (-1 if not there)."""
+    rpos = np.full(nx, -1, dtype=np.int64)
+    dpos = np.full(nx, -1, dtype=np.int64)
+    for d in range(nk):
+        dpos[dep[d]] = d
+    nr = nx - nk if nk else 0
+    ind = np.empty(nr, dtype=np.int64)
+    q = 0
+    for i in range(nx if nk else 0):
+        if dpos[i] < 0:
+            ind[q] = i
+            rpos[i] = q
+            q += 1
+    return ind, rpos, dpos
 
 
 @njit(types.void(ivec, ivec, vec, ivec, ivec, mat, mat), cache=True, _nrt=False)

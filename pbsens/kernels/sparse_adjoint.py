@@ -49,6 +49,7 @@ from . import expmv, linalg
 from .dense import vecmat_into as _vecmat_into
 from .phi import exp_phi123_into
 from .codes import METHOD_EXP2
+from .reduced import positions
 from .reduced_adjoint import REDUCED_WORK, reduced_vectors
 from .signatures import f8, ivec, jacs_fn, mat, njit_quiet, tens, vec, vector_fn
 from .sparse_march import (_DENSE_THETA, MID, MS_PER_RHO, SPARSE_WEIGHT, _compact, _eval, _laws_hold, _scatter,
@@ -575,18 +576,8 @@ def sparse_adjoint_march(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, me
     LmT = np.ascontiguousarray(Lm[:nk].T)
     LW = np.empty((nx + max(np_fwd, 1), nk + 1))
     lawok = np.zeros(MID + 1, dtype=np.int8)
-    rpos = np.full(nx, -1, dtype=np.int64)
-    dpos = np.full(nx, -1, dtype=np.int64)
-    for d in range(nk):
-        dpos[dep[d]] = d
     nr = nx - nk if nk else 0
-    ind = np.empty(nr, dtype=np.int64)
-    q = 0
-    for i in range(nx if nk else 0):
-        if dpos[i] < 0:
-            ind[q] = i
-            rpos[i] = q
-            q += 1
+    ind, rpos, dpos = positions(nx, dep, nk)
     nrm = nr if has_mid else 0
     rwork = (np.empty((nr, nr)), np.empty((nr, 2 * nr)), np.empty((nr, 3 * nr)), np.empty((nrm, 4 * nrm)),
              linalg.workspace(nr), np.empty(nr), np.empty(4 * nr), np.empty(nk))

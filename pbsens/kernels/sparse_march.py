@@ -40,7 +40,7 @@ from .dense import norm1_rowwise
 from .lapack import F_INT_nptype, inverse_inplace, pivot_vec
 from .midpoint import exp2_correct_sparse_into, exp2_correct_sparse_solved_into
 from .phi import exp_phi12_into, exp_phi123_into
-from .reduced import P_SLICES, R_SLICES, reduced_exp2_into
+from .reduced import P_SLICES, R_SLICES, positions, reduced_exp2_into
 from .codes import BRANCH_EXP, BRANCH_EXP2, METHOD_EXP2
 from .march import _copy_cols
 from .signatures import f8, i8vec, ivec, jacs_fn, mat, njit_quiet, tens, vec, vector_fn
@@ -570,18 +570,8 @@ def sparse_march(jacs, jxd, jpd, gather, t, X, p, c, S, out_index, method, Ap, A
     tpos = _transpose_positions(Ap, Ai) if nd else np.empty(0, dtype=np.int64)
     # the reduced coordinates (pbsens.kernels.reduced): with the laws (exp2 with midpoints) and the dense step
     nk = dep.shape[0] if (nl > 0 and nd > 0) else 0
-    rpos = np.full(nx, -1, dtype=np.int64)
-    dpos = np.full(nx, -1, dtype=np.int64)
-    for d in range(nk):
-        dpos[dep[d]] = d
     nr = nx - nk if nk else 0
-    ind = np.empty(nr, dtype=np.int64)
-    q = 0
-    for i in range(nx if nk else 0):
-        if dpos[i] < 0:
-            ind[q] = i
-            rpos[i] = q
-            q += 1
+    ind, rpos, dpos = positions(nx, dep, nk)
     ipivr = np.empty(max(nr, 1), dtype=F_INT_nptype)
     ZT = np.empty((2, nk, np_))
     RW = np.empty((R_SLICES if nr else 0, nr, nr))

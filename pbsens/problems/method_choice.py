@@ -18,12 +18,14 @@ not measured with the spread). The adjoint is never chosen
 where it does not apply: state-triggered, delayed or prioritized events (it refuses them), or
 ``sensitivities=False`` (no gradient at all); nor on models that take the sparse march
 (``linalg="auto"``: >= 60 states and a sparse Jacobian): the sparse adjoint matches the forward march
-and scales with ``np`` as intended on generated networks, but on Lang (124 states, 291 estimated
-parameters, stiff: the dense step on 8197 of 8261 intervals) it took 1.0x forward exp2's CPU
-(``benchmarks/bench_lang_adjoint.py``; docs/PERFORMANCE.md, "The sparse adjoint"): both evaluate a
-dense matrix function per interval, the forward's in the 103 coordinates the conservation laws leave
-and without ``F3``, the adjoint's on all 124 states with ``F3``, which eats what the one vector saves.
-(Before a fix of the adjoint's branch test it did not finish at all there.)
+and scales with ``np`` as intended on generated networks, and on Lang (124 states, 291 estimated
+parameters, stiff: the dense step on 8197 of 8261 intervals) it takes 0.54x forward exp2's CPU since
+its matrix functions are taken in the coordinates the conservation laws leave (0.78x before;
+``benchmarks/bench_lang_adjoint.py``; docs/PERFORMANCE.md, "The adjoint in the coordinates the
+conservation laws leave"), but with the spread's second backward march, which evaluates every
+matrix function again, 0.93x (``--spread``): too little to give up the Fisher information that the
+forward pass computes with it. (Before a fix of the adjoint's branch test it did not finish at all
+there.)
 
 The adjoint has no columns of ``S``, so the Fisher information and the residual Jacobians are
 not part of its result: with ``"auto"`` they are computed on first read, by one forward exp2
@@ -86,8 +88,8 @@ def choose_gradient_method(problem, sensitivities=True):
         return FORWARD_DEFAULT, f"the adjoint does not apply: {exc}"
     from ..sensitivity import sparse as sparse_path
     if sparse_path.choose(problem.model, FORWARD_DEFAULT, "auto"):
-        return FORWARD_DEFAULT, ("a large sparse model: the sparse adjoint saved nothing on the one measured "
-                                 "(Lang: 1.0x forward exp2's CPU)")
+        return FORWARD_DEFAULT, ("a large sparse model: the sparse adjoint with the spread's second march saved "
+                                 "little on the one measured (Lang: 0.93x forward exp2's CPU)")
     if problem.dim < AUTO_ADJOINT_MIN_PARAMS:
         return FORWARD_DEFAULT, f"{problem.dim} estimated parameters < {AUTO_ADJOINT_MIN_PARAMS}"
     return ADJOINT_METHOD, f"{problem.dim} estimated parameters >= {AUTO_ADJOINT_MIN_PARAMS}"
