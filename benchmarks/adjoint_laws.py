@@ -15,7 +15,6 @@ rounding). Lang (the sparse transpose, one call costs a minute) is measured by
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from before_after import alternate, table  # noqa: E402
+from before_after import alternate, parser, table  # noqa: E402
 from bench_adjoint import median_time  # noqa: E402
 from collection_files import find_yaml  # noqa: E402
 
@@ -47,14 +46,9 @@ def child(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--before", help="the checkout before the change")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--calls", type=int, default=7)
-    ap.add_argument("--collection", default=os.environ.get("PBSENS_PETAB_COLLECTION"))
+    ap = parser(__doc__, calls=7)
     ap.add_argument("--problems", nargs="+", default=["Bachmann_MSB2011"])
     ap.add_argument("--rtols", nargs="+", type=float, default=[1e-5, 1e-6])
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return child(args)

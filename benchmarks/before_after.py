@@ -11,6 +11,7 @@ figure and after / before. Not a benchmark itself: ``tile_lanes.py`` and
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -19,6 +20,18 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def parser(doc, calls):
+    """The options every before/after script takes: ``--before``, ``--rounds``, ``--calls`` (default
+    ``calls``), ``--collection`` and the hidden ``--child``; the script adds its own."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", help="the checkout before the change")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=calls)
+    ap.add_argument("--collection", default=os.environ.get("PBSENS_PETAB_COLLECTION"))
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    return ap
 
 
 def alternate(script, before, extra, rounds):

@@ -21,7 +21,6 @@ Printed per figure: the median over rounds of each tree's value and after / befo
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from before_after import alternate, table  # noqa: E402
+from before_after import alternate, parser, table  # noqa: E402
 from bench_adjoint import median_time  # noqa: E402
 from collection_files import find_yaml  # noqa: E402
 SPANS = {"PKA": 600.0, "CaMKII": 600.0, "Chua": 10.0}
@@ -85,13 +84,8 @@ def child(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--before", help="the checkout before the change")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--calls", type=int, default=10)
-    ap.add_argument("--collection", default=os.environ.get("PBSENS_PETAB_COLLECTION"))
+    ap = parser(__doc__, calls=10)
     ap.add_argument("--lang", default=None, help="Lang_PLOSComputBiol2024's folder")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return child(args)

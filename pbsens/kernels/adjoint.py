@@ -28,11 +28,10 @@ import numpy as np
 from numba import njit, types
 
 from ..errors import PbsensError, SolverError
-from . import linalg, steps
+from . import linalg
 from .codes import METHOD_EXP, METHOD_EXP2
 from .dense import vecmat_into as _vecmat_into
-from .march import MAX_SUBSTEPS, _Compiled, _reusable  # noqa: F401
-from .phi import exp_phi123_into
+from .march import MAX_SUBSTEPS, _Compiled, _matrix_functions, _reusable  # noqa: F401
 from .reduced import positions
 from .reduced_adjoint import REDUCED_WORK, reduced_vectors
 from .signatures import f8, ivec, jacs_fn, jacs_fn_sig, mat, njit_quiet, tens, vec
@@ -281,20 +280,8 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
                     and (have_f3 or not corrected)):
                 have_f3 = corrected
                 held = 0
-                if corrected:                # F3 as well, as the forward march (kernels.march)
-                    exp_phi123_into(key, h, EF3, ws)
-                    for i in range(nx):
-                        for j in range(3 * nx):
-                            EFF[i, j] = EF3[i, j]
-                    steps.exp2_prepare_inplace(EFF, h)
-                elif method == METHOD_EXP2:
-                    linalg.exp_phi12_into(key, h, EFF, ws)
-                    steps.exp2_prepare_inplace(EFF, h)
-                else:
-                    linalg.exp_phi1_into(key, h, EF, ws)
-                linalg.copy_into(key, Ac)
+                norm_c = _matrix_functions(key, h, corrected, method == METHOD_EXP2, EF, EFF, EF3, ws, Ac, colsum)
                 hc = h
-                norm_c = linalg.norm1_rowwise(key, colsum)
                 have_exp = True
             if corrected:
                 _corrected_transpose(EFF, EF3, A0, A1, Ag[2], key, B0, B1, Bg[2], h, lam, v, w, y, grad)

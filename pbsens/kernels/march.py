@@ -233,6 +233,26 @@ def _copy_cols(src, dst):
             dst[i, j] = src[i, j]
 
 
+@njit(f8(mat, f8, types.boolean, types.boolean, mat, mat, mat, tens, mat, vec), cache=True, _nrt=False)
+def _matrix_functions(key, h, corrected, second_order, EF, EFF, EF3, ws, Ac, colsum):
+    """The exponential step's matrix functions of ``key`` over ``h``, as the step uses them:
+    ``[E | F1 | F2 | F3]`` into ``EF3`` and ``[E | G1 | G2]`` into ``EFF`` (``corrected``: the midpoint
+    correction needs ``F3``), ``[E | G1 | G2]`` (``second_order``) or ``[E | F]`` into ``EF``; ``key`` is
+    copied into ``Ac`` (what the functions belong to, for ``_reusable``). Returns ``||key||_1``
+    (``colsum``: work). Shared by the forward march and its transpose (:mod:`.adjoint`)."""
+    if corrected:
+        exp_phi123_into(key, h, EF3, ws)
+        _copy_cols(EF3, EFF)
+        steps.exp2_prepare_inplace(EFF, h)
+    elif second_order:
+        linalg.exp_phi12_into(key, h, EFF, ws)
+        steps.exp2_prepare_inplace(EFF, h)
+    else:
+        linalg.exp_phi1_into(key, h, EF, ws)
+    linalg.copy_into(key, Ac)
+    return linalg.norm1_rowwise(key, colsum)
+
+
 @njit(types.UniTuple(i8, 2)(mat, mat, mat, mat, f8, i8, f8, i8, f8, i8, vec, vec, f8), cache=True, _nrt=False)
 def _decide(A0, A1, B0, B1, h, method, n_factor, n_max, eq_tol, norm_kind, colsum, x0, scale_atol):
     """Branch and number of sub-intervals for one grid interval (Algorithm 2's switch).
@@ -431,18 +451,8 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
             else:
                 have_fc = False
                 have_f3 = corrected
-                if corrected:            # F3 as well, for the midpoint correction
-                    exp_phi123_into(key, h, EF3, ws)
-                    _copy_cols(EF3, EFF)
-                    steps.exp2_prepare_inplace(EFF, h)
-                elif second_order:
-                    linalg.exp_phi12_into(key, h, EFF, ws)
-                    steps.exp2_prepare_inplace(EFF, h)
-                else:
-                    linalg.exp_phi1_into(key, h, EF, ws)
-                linalg.copy_into(key, Ac)
+                norm_c = _matrix_functions(key, h, corrected, second_order, EF, EFF, EF3, ws, Ac, colsum)
                 hc = h
-                norm_c = linalg.norm1_rowwise(key, colsum)
                 have_exp = True
             if second_order and reused[k] == 1:
                 # the matrix functions are reused: so is the forcing term G1 B_k + G2 B_k+1 while

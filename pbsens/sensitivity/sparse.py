@@ -96,11 +96,7 @@ class SparseRunner:
         X_mid, mid_index = np.ascontiguousarray(mid[0], dtype=np.float64), np.ascontiguousarray(mid[1], np.int64)
         nonzero_start = np.any(S_in != 0.0, axis=0)
         info = method_info(method_code)
-        if (info.midpoint and np.any(mid_index >= 0) and nx <= DENSE_STEP_MAX_STATES
-                and self._laws is None):
-            from ..model.conservation import shared_left_null_space
-            self._laws = shared_left_null_space(self.model, p)
-        laws = self._laws if self._laws is not None else np.zeros((0, nx))
+        laws = self._found_laws(method_code, mid_index, p)
         dep, K, LDinv = self._eliminated(laws, t, x, p)
         for _ in range(_MAX_EXTEND + 1):
             sj = self.sj
@@ -183,15 +179,22 @@ class SparseRunner:
         """``(laws, dep, K)`` for :meth:`adjoint`: as the forward march finds them (with midpoints and the
         dense step), or empty."""
         nx = self.model.n_states
-        if (method_info(method_code).midpoint and np.any(mid_index >= 0) and nx <= DENSE_STEP_MAX_STATES
-                and self._laws is None):
-            from ..model.conservation import shared_left_null_space
-            self._laws = shared_left_null_space(self.model, p)
-        laws = self._laws if self._laws is not None else np.zeros((0, nx))
+        laws = self._found_laws(method_code, mid_index, p)
         dep, K, _ = self._eliminated(laws, t, x, p)
         if dep.size == 0:
             return np.zeros((0, nx)), np.zeros(0, np.int64), np.zeros((0, nx))
         return np.ascontiguousarray(laws, dtype=np.float64), dep, np.ascontiguousarray(K, dtype=np.float64)
+
+    def _found_laws(self, method_code, mid_index, p):
+        """The model's conservation laws (``k x nx``; ``k = 0``: none), looked for on the first march that
+        can use them (a method with the midpoint correction, some interval corrected, the dense step
+        possible) and kept for the model."""
+        nx = self.model.n_states
+        if (method_info(method_code).midpoint and np.any(mid_index >= 0) and nx <= DENSE_STEP_MAX_STATES
+                and self._laws is None):
+            from ..model.conservation import shared_left_null_space
+            self._laws = shared_left_null_space(self.model, p)
+        return self._laws if self._laws is not None else np.zeros((0, nx))
 
     def _eliminated(self, laws, t, x, p):
         """``(dep, K, L[:, dep]^-1)`` (:func:`pbsens.model.conservation.eliminated_on_grid`); empty without
