@@ -169,3 +169,48 @@ def test_dense_kernel_takes_the_laws(cycles):
     assert np.max(np.abs(g1 - g0)) < 1e-9 * np.max(np.abs(g0))
     assert np.max(np.abs(lam1 - lam0)) < 1e-9 * np.max(np.abs(lam0))
     assert np.max(np.abs(g2 - g0)) > 1e-3 * np.max(np.abs(g0))
+
+
+@pytest.mark.parametrize("with_laws", [False, True])
+@pytest.mark.parametrize("method", ["exp2", "exp"])
+def test_dense_kernel_marches_several_vectors_as_one(cycles, with_laws, method):
+    # nv functionals in one march (each interval's matrix functions formed once) give each functional's own
+    # march: the same operations per vector, so the same numbers; and a wrong start for one vector changes
+    # that vector's result alone
+    from pbsens.kernels.codes import METHOD_EXP, METHOD_EXP2
+    from pbsens.model.conservation import eliminated_on_grid, shared_left_null_space
+    from pbsens.sensitivity.adjoint import _bound, march_plan
+    m, ts, tr, dJdx = cycles
+    setup, opts, mid = march_plan(m, tr, None, ts, method=method, linalg="dense")
+    laws = None
+    if with_laws:
+        L = shared_left_null_space(m)
+        dep, K, _ = eliminated_on_grid(m, L, setup.t, setup.x, setup.p)
+        laws = (L, dep, K)
+    rng = np.random.default_rng(3)
+    sets = np.stack([np.broadcast_to(dJdx, (ts.size, m.n_states)), rng.standard_normal((ts.size, m.n_states)),
+                     np.abs(rng.standard_normal((ts.size, m.n_states)))])
+    ends = rng.standard_normal((3, m.n_states))
+    run = _bound(m)
+    code = METHOD_EXP2 if method == "exp2" else METHOD_EXP
+    common = (setup.t, setup.x, setup.p, m.constants, setup.out_index)
+    lam, grad = run(*common, sets, code, opts.reuse_tol, ends, mid, laws)
+    assert lam.shape == (3, m.n_states) and grad.shape == (3, m.n_params)
+    for q in range(3):
+        lam_q, g_q = run(*common, np.ascontiguousarray(sets[q]), code, opts.reuse_tol, ends[q], mid, laws)
+        assert np.max(np.abs(grad[q] - g_q)) <= 1e-13 * np.max(np.abs(g_q))
+        assert np.max(np.abs(lam[q] - lam_q)) <= 1e-13 * np.max(np.abs(lam_q))
+    assert len({float(np.max(np.abs(g))) for g in grad}) == 3          # three different functionals
+    ends2 = ends.copy()
+    ends2[1] *= 2.0
+    lam2, grad2 = run(*common, sets, code, opts.reuse_tol, ends2, mid, laws)
+    assert np.array_equal(grad2[0], grad[0]) and np.array_equal(grad2[2], grad[2])
+    assert not np.allclose(grad2[1], grad[1])
+
+
+def test_sparse_kernel_marches_several_vectors_as_one(cycles):
+    # with the laws: the first vector forms the reduced matrix functions, the others reuse them
+    from test_sparse_adjoint import several_vectors_as_one
+    m, ts, tr, _ = cycles
+    _, st = several_vectors_as_one(m, tr, ts, "exp2", "sparse")
+    assert st[AS_REDUCED] > 0

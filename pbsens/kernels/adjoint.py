@@ -22,7 +22,9 @@ pass over the rows of the forward step's own matrices (the same kernels compute 
 gradient equals the forward march's ``sum_i c_i^T S(t_i)`` to rounding. Per interval: one
 Jacobian evaluation, one matrix function (reused, as in the forward march, when ``h`` and the
 exponentiated matrix agree with the previous interval's to ``reuse_tol``), and ``O(nx^2 + nx np)``
-instead of the forward step's ``nx x 2nx x np`` product. Nothing is allocated in the loop.
+instead of the forward step's ``nx x 2nx x np`` product. Several functionals (``dJdx`` of shape
+``(nv, n_out, nx)``) are marched together, each interval's Jacobians and matrix functions formed once
+for all (METHOD.md section 16, "Several vectors in one march"). Nothing is allocated in the loop.
 """
 import numpy as np
 from numba import njit, types
@@ -204,19 +206,22 @@ def _laws_at(laws, A, B):
     return _laws_hold_dense(LmT, A, LW) and _laws_hold_dense(LmT, B, LW)
 
 
-@njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec,
+@njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, tens, i8, f8, mat, ivec, mat, mat,
          tens, tens, mat, mat, mat, mat, mat, vec, vec, vec, tens, _LAWS), cache=True, _nrt=False)
 def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad,
                   Ag, Bg, Abar, Ac, EF, EFF, EF3, v, w, y, ws, laws):
-    """The body of :func:`adjoint_march`, given its work arrays (no allocation). ``Ag[2]``,
-    ``Bg[2]``: ``A``, ``B`` at the midpoint of a corrected interval; ``laws``: :data:`_LAWS` (where
-    they hold at the interval's points, the matrix functions are those of :mod:`.reduced_adjoint`)."""
+    """The body of :func:`adjoint_march`, given its work arrays (no allocation). ``lam[q]``, ``grad[q]``,
+    ``dJdx[q]``: the ``q``-th vector, all marched through each interval's matrix functions, formed once.
+    ``Ag[2]``, ``Bg[2]``: ``A``, ``B`` at the midpoint of a corrected interval; ``laws``: :data:`_LAWS`
+    (where they hold at the interval's points, the matrix functions are those of :mod:`.reduced_adjoint`)."""
     Ap, Ai, lawok, ind, dep, rpos, dpos, Kd, rwork, F = (laws[0], laws[1], laws[4], laws[5], laws[6], laws[7],
                                                           laws[8], laws[9], laws[10], laws[11])
     K, nx = X.shape
+    nv = lam.shape[0]
     np_ = p.shape[0]
-    for j in range(np_):
-        grad[j] = 0.0
+    for q in range(nv):
+        for j in range(np_):
+            grad[q, j] = 0.0
     have_exp = False
     have_f3 = False
     held = 0                        # the reduced matrix functions held: their chain (0: the full ones, or none)
@@ -228,8 +233,9 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
     lawok[g] = _laws_at(laws, Ag[g], Bg[g])
     if out_index[K - 1] >= 0:
         r = out_index[K - 1]
-        for j in range(nx):
-            lam[j] += dJdx[r, j]
+        for q in range(nv):
+            for j in range(nx):
+                lam[q, j] += dJdx[q, r, j]
     for k in range(K - 2, -1, -1):
         g = k % 2
         A0, B0 = Ag[g], Bg[g]
@@ -249,65 +255,69 @@ def _adjoint_loop(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
             jacs(0.5 * (t[k] + t[k + 1]), X_mid[mid_index[k]], p, c, Ag[2], Bg[2])
             lawok[2] = _laws_at(laws, Ag[2], Bg[2])
         red = lawok[g] == 1 and lawok[1 - g] == 1 and (not corrected or lawok[2] == 1)
+        chain = 3 if corrected else (2 if method == METHOD_EXP2 else 1)
+        fresh = False
         if red:
-            chain = 3 if corrected else (2 if method == METHOD_EXP2 else 1)
             fresh = not (have_exp and held == chain and _reusable(key, h, Ac, hc, norm_c, reuse_tol))
-            reduced_vectors(Ap, Ai, flat(key), rpos, dpos, ind, dep, Kd, h, chain, fresh, lam, F[0], F[1], F[2],
-                            F[3], rwork)
-            if fresh:
-                linalg.copy_into(key, Ac)
-                hc = h
-                norm_c = linalg.norm1_rowwise(key, colsum)
-                have_exp = True
-                held = chain
-            if corrected:
-                _corrected_start_vectors(F[:4], A0, A1, Ag[2], key, lam, v, w, y)
-                reduced_vectors(Ap, Ai, flat(key), rpos, dpos, ind, dep, Kd, h, chain, False, v[:nx], F[4], F[5],
-                                F[6], F[7], rwork)
-                _corrected_finish_vectors(F[4:], B0, B1, Bg[2], lam, y, grad)
-                for j in range(nx):
-                    v[j] = lam[j]
-            else:
-                for j in range(nx):
-                    v[j] = F[0, j]
-                    w[nx + j] = F[1, j] - F[2, j] if chain == 2 else F[1, j]
-                    w[2 * nx + j] = F[2, j]
-                _add_bt_w(B0, w, nx, grad)
-                if chain == 2:
-                    _add_bt_w(B1, w, 2 * nx, grad)
-        else:
-            if not (have_exp and held == 0 and _reusable(key, h, Ac, hc, norm_c, reuse_tol)
-                    and (have_f3 or not corrected)):
-                have_f3 = corrected
-                held = 0
-                norm_c = _matrix_functions(key, h, corrected, method == METHOD_EXP2, EF, EFF, EF3, ws, Ac, colsum)
-                hc = h
-                have_exp = True
-            if corrected:
-                _corrected_transpose(EFF, EF3, A0, A1, Ag[2], key, B0, B1, Bg[2], h, lam, v, w, y, grad)
-                for j in range(nx):
-                    v[j] = lam[j]
-            elif method == METHOD_EXP2:
-                _vecmat_into(lam, EFF, 0, 3 * nx, v, 0)      # v = [E^T lam; G1^T lam; G2^T lam]
-                _add_bt_w(B0, v, nx, grad)
-                _add_bt_w(B1, v, 2 * nx, grad)
-            else:
-                _vecmat_into(lam, EF, 0, 2 * nx, v, 0)       # v = [E^T lam; F^T lam]
-                _add_bt_w(B0, v, nx, grad)
-        bad = 0
+        elif not (have_exp and held == 0 and _reusable(key, h, Ac, hc, norm_c, reuse_tol)
+                  and (have_f3 or not corrected)):
+            have_f3 = corrected
+            held = 0
+            norm_c = _matrix_functions(key, h, corrected, method == METHOD_EXP2, EF, EFF, EF3, ws, Ac, colsum)
+            hc = h
+            have_exp = True
         r = out_index[k]
-        for j in range(nx):
-            lj = v[j]
-            if r >= 0:
-                lj += dJdx[r, j]
-            lam[j] = lj
-            bad |= (lj - lj) != 0.0
-        if bad:
-            return k
+        for q in range(nv):
+            lq, gq = lam[q], grad[q]
+            if red:
+                # the first vector forms the reduced matrix functions (when fresh), the others reuse them
+                reduced_vectors(Ap, Ai, flat(key), rpos, dpos, ind, dep, Kd, h, chain, fresh and q == 0, lq,
+                                F[0], F[1], F[2], F[3], rwork)
+                if fresh and q == 0:
+                    linalg.copy_into(key, Ac)
+                    hc = h
+                    norm_c = linalg.norm1_rowwise(key, colsum)
+                    have_exp = True
+                    held = chain
+                if corrected:
+                    _corrected_start_vectors(F[:4], A0, A1, Ag[2], key, lq, v, w, y)
+                    reduced_vectors(Ap, Ai, flat(key), rpos, dpos, ind, dep, Kd, h, chain, False, v[:nx], F[4],
+                                    F[5], F[6], F[7], rwork)
+                    _corrected_finish_vectors(F[4:], B0, B1, Bg[2], lq, y, gq)
+                    for j in range(nx):
+                        v[j] = lq[j]
+                else:
+                    for j in range(nx):
+                        v[j] = F[0, j]
+                        w[nx + j] = F[1, j] - F[2, j] if chain == 2 else F[1, j]
+                        w[2 * nx + j] = F[2, j]
+                    _add_bt_w(B0, w, nx, gq)
+                    if chain == 2:
+                        _add_bt_w(B1, w, 2 * nx, gq)
+            elif corrected:
+                _corrected_transpose(EFF, EF3, A0, A1, Ag[2], key, B0, B1, Bg[2], h, lq, v, w, y, gq)
+                for j in range(nx):
+                    v[j] = lq[j]
+            elif method == METHOD_EXP2:
+                _vecmat_into(lq, EFF, 0, 3 * nx, v, 0)      # v = [E^T lam; G1^T lam; G2^T lam]
+                _add_bt_w(B0, v, nx, gq)
+                _add_bt_w(B1, v, 2 * nx, gq)
+            else:
+                _vecmat_into(lq, EF, 0, 2 * nx, v, 0)       # v = [E^T lam; F^T lam]
+                _add_bt_w(B0, v, nx, gq)
+            bad = 0
+            for j in range(nx):
+                lj = v[j]
+                if r >= 0:
+                    lj += dJdx[q, r, j]
+                lq[j] = lj
+                bad |= (lj - lj) != 0.0
+            if bad:
+                return k
     return -1
 
 
-@njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, mat, i8, f8, mat, ivec, vec, vec, mat, ivec, mat), cache=True)
+@njit_quiet(i8(jacs_fn, vec, mat, vec, vec, ivec, tens, i8, f8, mat, ivec, mat, mat, mat, ivec, mat), cache=True)
 def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, mid_index, lam, grad, Lm, dep, Kd):
     """March ``lambda`` backward over the grid ``t`` with states ``X``; accumulate the gradient.
 
@@ -317,10 +327,11 @@ def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
         The model's ``jacs_into(t, x, p, c, A, B)``.
     t : (K,) increasing grid; X : (K, nx) states on it; p : (np,); c : model constants.
     out_index : (K,) int64
-        ``out_index[k] >= 0``: ``t_k`` is an output time, ``dJdx[out_index[k]]`` is added to
-        ``lambda`` there.
-    dJdx : (n_out, nx)
-        ``c_i = (dJ/dx(t_i))^T`` per output time.
+        ``out_index[k] >= 0``: ``t_k`` is an output time, ``dJdx[q, out_index[k]]`` is added to
+        the ``q``-th ``lambda`` there.
+    dJdx : (nv, n_out, nx)
+        ``c_i = (dJ/dx(t_i))^T`` per output time, for each of ``nv`` functionals (marched together:
+        each interval's Jacobians and matrix functions are formed once for all of them).
     method : int
         ``METHOD_EXP`` or ``METHOD_EXP2`` (:data:`ADJOINT_METHODS`).
     reuse_tol : float
@@ -330,12 +341,12 @@ def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
         ``mid_index[k] >= 0``: interval ``k`` is an exp2 step with the midpoint correction
         (:mod:`pbsens.kernels.midpoint`), its midpoint state ``X_mid[mid_index[k]]`` (the forward
         march's plan: ``solvers.refine.midpoint_plan``); -1: a plain step.
-    lam : (nx,)
-        On entry ``lambda`` at ``t[-1]`` from what follows the grid (zero, or the cotangent
+    lam : (nv, nx)
+        Per functional: on entry ``lambda`` at ``t[-1]`` from what follows the grid (zero, or the cotangent
         carried back across a jump), before ``dJdx`` at ``t[-1]`` is added; on exit
         ``lambda(t_0)`` (the output at ``t_0`` included).
-    grad : (np,)
-        Output: ``sum_k`` of the intervals' ``B^T`` terms (without ``lambda(t_0)^T S_0``).
+    grad : (nv, np)
+        Output, per functional: ``sum_k`` of the intervals' ``B^T`` terms (without ``lambda(t_0)^T S_0``).
     Lm, dep, Kd : (k, nx), (k,), (k, nx - k)
         The conservation laws (orthonormal rows) and the states they eliminate
         (:func:`pbsens.model.conservation.dependent_states`; ``k = 0``: none). Where they hold at an
@@ -385,21 +396,27 @@ def bind(fns):
     """The per-model entry point: ``march(t, X, p, c, out_index, dJdx, method, reuse_tol, lam_end=None,
     mid=None, laws=None)`` -> ``(lambda(t_0), grad)``; ``lam_end``: ``lambda`` carried into ``t[-1]``
     (default 0), ``mid``: ``(X_mid, mid_index)`` of the midpoint correction (default none), ``laws``:
-    ``(Lm, dep, K)`` of :func:`adjoint_march` (default none). Raises :class:`SolverError` if ``lambda``
-    is not finite."""
+    ``(Lm, dep, K)`` of :func:`adjoint_march` (default none). ``dJdx`` ``(n_out, nx)``: one functional,
+    ``lam`` ``(nx,)`` and ``grad`` ``(np,)``; ``(nv, n_out, nx)``: ``nv`` functionals marched together,
+    ``lam_end`` ``(nv, nx)`` (or None), ``lam`` ``(nv, nx)`` and ``grad`` ``(nv, np)``. Raises
+    :class:`SolverError` if ``lambda`` is not finite."""
     jacs_into = _Compiled(fns.jacs_into, jacs_fn_sig)
 
     def bound_adjoint(t, X, p, c, out_index, dJdx, method, reuse_tol, lam_end=None, mid=None, laws=None):
         if method not in ADJOINT_METHODS.values():
             raise PbsensError(f"adjoint march: unknown method code {method!r}")
         nx = X.shape[1]
-        lam = np.zeros(nx) if lam_end is None else np.array(lam_end, dtype=np.float64).reshape(nx)
+        dJdx = np.asarray(dJdx, dtype=np.float64)
+        single = dJdx.ndim == 2
+        D = np.ascontiguousarray(dJdx[None] if single else dJdx)
+        nv = D.shape[0]
+        lam = np.zeros((nv, nx)) if lam_end is None else np.array(lam_end, dtype=np.float64).reshape(nv, nx)
         if mid is None:
             mid = (np.empty((0, nx)), np.full(t.size - 1, -1, dtype=np.int64))
-        grad = np.empty(p.shape[0])
+        grad = np.empty((nv, p.shape[0]))
         if laws is None:
             laws = (np.zeros((0, nx)), np.zeros(0, dtype=np.int64), np.zeros((0, nx)))
-        status = adjoint_march(jacs_into, t, X, p, c, out_index, dJdx, int(method), float(reuse_tol),
+        status = adjoint_march(jacs_into, t, X, p, c, out_index, D, int(method), float(reuse_tol),
                                np.ascontiguousarray(mid[0], dtype=np.float64),
                                np.ascontiguousarray(mid[1], dtype=np.int64), lam, grad,
                                np.ascontiguousarray(laws[0], dtype=np.float64),
@@ -408,6 +425,6 @@ def bind(fns):
         if status >= 0:
             raise SolverError(f"adjoint march: lambda is NaN or inf after the interval [{t[status]:.6g}, "
                               f"{t[status + 1]:.6g}] (marching backward)")
-        return lam, grad
+        return (lam[0], grad[0]) if single else (lam, grad)
 
     return bound_adjoint

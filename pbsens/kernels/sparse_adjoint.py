@@ -38,6 +38,10 @@ correction's ``F3 c`` from a solve, the step in reduced coordinates; :mod:`.spar
 march transposes the plain dense step with ``F3``: the same step to the solve's ``1e-5`` of the
 correction term and to rounding (reduced coordinates).
 
+Several vectors (``dJdx`` of shape ``(nv, n_out, nx)``: the gradient's and ``"auto"``'s spread) are
+marched together: each interval's Jacobians, step choice, plans and dense matrix functions are formed
+once, and each vector takes its own products (METHOD.md section 16, "Several vectors in one march").
+
 No allocation in the loop.
 """
 import math
@@ -67,7 +71,8 @@ STATUS_OK = -1
 AS_ACTION, AS_ACTION_MID, AS_DENSE, AS_DENSE_MID, AS_DENSE_EVAL, AS_TERMS, AS_REDUCED = 0, 1, 2, 3, 4, 5, 6
 N_ASTATS = 7
 #: Rows of the vector work ``VV``: the four results (``y``, ``a``, ``b``, ``c``), the four terms and
-#: their next values, then the interval's vectors.
+#: their next values, then the interval's vectors (``V_LAM``, ``V_WNEXT``: unused since ``lambda`` and
+#: ``w`` of the next point live per vector in the march's ``(nv, nx)`` arrays).
 V_FY, V_FA, V_FB, V_FC, V_TY, V_TA, V_TB, V_TC, V_NY, V_NA, V_NB, V_NC = range(12)
 V_LAM, V_WLO, V_WHI, V_WMID, V_WNEXT, V_X1, V_X2, V_X3, V_X4, V_X5 = range(12, 22)
 N_VV = 22
@@ -227,9 +232,10 @@ def _ms_upper(Ap, Ai, Ause, Rp, Ri, B0, Dd, has_d, h, np_, colsum):
 # The arguments of the loop after the scalars, grouped into tuples (as sparse_march's _loop).
 #: ``(Ap, Ai, Bp, Bi, Rp, Ri, Rsel, tpos)``: the CSR patterns (``R*``: ``B``'s marched columns).
 _PATTERNS = types.UniTuple(ivec, 8)
-#: ``(Ad, Bd, Bf, Adense, Bdense, Abar, Dd, Ah, Dh)``: Jacobian values (slots 0, 1, MID), the gathering
-#: adapter's dense Jacobians, ``Abar``, ``B_k+1 - B_k`` and the half steps' ``Abar``, ``D``.
-_JAC_WORK = types.Tuple((mat, mat, mat, mat, mat, vec, vec, vec, vec))
+#: ``(Ad, Bd, Bf, Adense, Bdense, Abar, Dd, Ah, Dh, Ah1)``: Jacobian values (slots 0, 1, MID), the gathering
+#: adapter's dense Jacobians, ``Abar``, ``B_k+1 - B_k``, the second half step's ``Abar``, the half steps'
+#: ``D`` and the first half step's ``Abar``.
+_JAC_WORK = types.Tuple((mat, mat, mat, mat, mat, vec, vec, vec, vec, vec))
 #: ``(VV, TT, dwork, VL, PL)``: the vectors (rows ``V_*``), the plan's work, the dense products' vector,
 #: the own plan ``(mu, m, s)`` of :func:`_vectors`' last action.
 _VEC_WORK = types.Tuple((mat, mat, vec, vec, vec))
@@ -320,30 +326,33 @@ def _laws_at(LmT, Ap, Ai, Av, Rp, Ri, Bv, LW):
             and _laws_hold(LmT, Rp, Ri, Bv, LW[:LW.shape[0] - Ap.shape[0] + 1]))
 
 
-@njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, mat, i8, i8, i8, _PATTERNS,
-         types.Tuple((mat, ivec)), _JAC_WORK, _VEC_WORK, _DENSE_WORK, vec, ivec,
-         types.Tuple((mat, mat, types.int8[::1])), _REDUCED), cache=True, _nrt=False)
+@njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, tens, i8, i8, i8, _PATTERNS,
+         types.Tuple((mat, ivec)), _JAC_WORK, _VEC_WORK, _DENSE_WORK, mat, ivec,
+         types.Tuple((mat, mat, types.int8[::1])), _REDUCED, mat, mat), cache=True, _nrt=False)
 def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max, np_fwd, patterns, midpoints,
-          jac_work, vec_work, dense_work, grad, stats, law_work, reduced):
-    """The body of :func:`sparse_adjoint_march` (no allocation). ``VV[V_LAM]`` holds ``lambda`` (in and
-    out). ``law_work``: ``(LmT, LW, lawok)``, the laws as columns, the check's work and, per slot of
-    ``Ad``, whether they hold there."""
+          jac_work, vec_work, dense_work, grad, stats, law_work, reduced, lams, wnexts):
+    """The body of :func:`sparse_adjoint_march` (no allocation). ``lams[q]`` holds the ``q``-th
+    ``lambda`` (in and out), ``wnexts[q]`` its ``w`` of the next grid point, ``grad[q]`` its gradient:
+    every vector goes through each interval's Jacobians, step choice, plans and matrix functions,
+    formed once. ``law_work``: ``(LmT, LW, lawok)``, the laws as columns, the check's work and, per slot
+    of ``Ad``, whether they hold there."""
     LmT, LW, lawok = law_work
     Ap, Ai, Bp, Bi, Rp, Ri, Rsel, tpos = patterns
     X_mid, mid_index = midpoints
-    Ad, Bd, Bf, Adense, Bdense, Abar, Dd, Ah, Dh = jac_work
+    Ad, Bd, Bf, Adense, Bdense, Abar, Dd, Ah, Dh, Ah1 = jac_work
     VV, TT, dwork, VL, PL = vec_work
     K, nx = X.shape
+    nv = lams.shape[0]
     second = method == METHOD_EXP2
-    lam = VV[V_LAM]
-    wlo, whi, wmid, wnext = VV[V_WLO], VV[V_WHI], VV[V_WMID], VV[V_WNEXT]
+    wlo, whi, wmid = VV[V_WLO], VV[V_WHI], VV[V_WMID]
     x1, x2, x3, x4 = VV[V_X1], VV[V_X2], VV[V_X3], VV[V_X4]
-    for j in range(grad.shape[0]):
-        grad[j] = 0.0
+    for q in range(nv):
+        for j in range(grad.shape[1]):
+            grad[q, j] = 0.0
+        for i in range(nx):
+            wnexts[q, i] = 0.0
     for q in range(stats.shape[0]):
         stats[q] = 0
-    for i in range(nx):
-        wnext[i] = 0.0
     gK = (K - 1) % 2
     if not _eval(jacs, jxd, jpd, gather, t[K - 1], X[K - 1], p, c, Ap, Ai, Bp, Bi, Ad[gK], Bf[gK], Adense, Bdense):
         return -2 - (K - 1)
@@ -351,8 +360,9 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
     lawok[gK] = _laws_at(LmT, Ap, Ai, Ad[gK], Rp, Ri, Bd[gK], LW)
     if out_index[K - 1] >= 0:
         r = out_index[K - 1]
-        for i in range(nx):
-            lam[i] += dJdx[r, i]
+        for q in range(nv):
+            for i in range(nx):
+                lams[q, i] += dJdx[q, r, i]
     for k in range(K - 2, -1, -1):
         g = k % 2
         A0, A1 = Ad[g], Ad[1 - g]
@@ -380,10 +390,6 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
             _compact(Bf[MID], Rsel, Bm)
             lawok[MID] = _laws_at(LmT, Ap, Ai, Am, Rp, Ri, Bm, LW)
         red = lawok[g] == 1 and lawok[1 - g] == 1 and (not mid or lawok[MID] == 1)
-        for i in range(nx):
-            wlo[i] = 0.0
-            whi[i] = 0.0
-            wmid[i] = 0.0
         # the forward's branch (choose_step), without its plan's norm estimates where the action is sure: the
         # dense step's cost is above the action's for an upper bound of its m s; the action's polynomial is
         # then one planned for one vector (estimates for np columns cost O(nnz(A)) per power; the same
@@ -407,119 +413,145 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
         if s == 0:
             return k
         chain = 2 if second else 1
+        mu1, m1, s1, mu2, m2, s2 = 0.0, 0, 0, 0.0, 0, 0
         if not use_dense and not mid:
             stats[AS_ACTION] += 1
-            stats[AS_TERMS] += taction(Ap, Ai, Ause, mu, h, m, s, chain, lam, VV)
-            for i in range(nx):
-                lam[i] = VV[V_FY, i]
-                wlo[i] = VV[V_FA, i] - VV[V_FB, i]
-                whi[i] = VV[V_FB, i]
         elif not use_dense:
-            # S_k+1 = (4 S_half - S_whole)/3: -lam/3 through the whole step, 4 lam/3 through the halves
             stats[AS_ACTION_MID] += 1
-            for i in range(nx):
-                x1[i] = -lam[i] / 3.0
-                x2[i] = 4.0 * lam[i] / 3.0
-            stats[AS_TERMS] += taction(Ap, Ai, Ause, mu, h, m, s, 2, x1, VV)
-            for i in range(nx):
-                x3[i] = VV[V_FY, i]                       # lambda_k's part from the whole step
-                wlo[i] = VV[V_FA, i] - VV[V_FB, i]
-                whi[i] = VV[V_FB, i]
-            # second half: from (A_m, B_m) to (A_k+1, B_k+1) over h/2, with a plan for one vector (the
-            # forward's, for np columns, may estimate ||(hW)^p|| where one vector need not: O(nnz(A)) per
-            # power and estimate, more than the transposed action itself; the same numbers to rounding)
+            # the half steps' plans for one vector (the forward's, for np columns, may estimate ||(hW)^p||
+            # where one vector need not: O(nnz(A)) per power and estimate, more than the transposed action
+            # itself; the same numbers to rounding); second half: (A_m, B_m) to (A_k+1, B_k+1) over h/2
             for q in range(Ah.shape[0]):
                 Ah[q] = 0.5 * (Am[q] + A1[q])
             for q in range(Dh.shape[0]):
                 Dh[q] = B1[q] - Bm[q]
             mu2, _, m2, s2 = expmv.expmv_plan(Ap, Ai, Ah, Rp, Ri, Bm, Dh, True, 0.5 * h, 1, TT, dwork)
-            if s2 == 0:
-                return k
-            stats[AS_TERMS] += taction(Ap, Ai, Ah, mu2, 0.5 * h, m2, s2, 2, x2, VV)
-            for i in range(nx):
-                x2[i] = VV[V_FY, i]
-                wmid[i] = VV[V_FA, i] - VV[V_FB, i]
-                whi[i] += VV[V_FB, i]
             # first half: from (A_k, B_k) to (A_m, B_m)
-            for q in range(Ah.shape[0]):
-                Ah[q] = 0.5 * (A0[q] + Am[q])
+            for q in range(Ah1.shape[0]):
+                Ah1[q] = 0.5 * (A0[q] + Am[q])
             for q in range(Dh.shape[0]):
                 Dh[q] = Bm[q] - B0[q]
-            mu1, _, m1, s1 = expmv.expmv_plan(Ap, Ai, Ah, Rp, Ri, B0, Dh, True, 0.5 * h, 1, TT, dwork)
-            if s1 == 0:
+            mu1, _, m1, s1 = expmv.expmv_plan(Ap, Ai, Ah1, Rp, Ri, B0, Dh, True, 0.5 * h, 1, TT, dwork)
+            if s2 == 0 or s1 == 0:
                 return k
-            stats[AS_TERMS] += taction(Ap, Ai, Ah, mu1, 0.5 * h, m1, s1, 2, x2, VV)
-            for i in range(nx):
-                lam[i] = x3[i] + VV[V_FY, i]
-                wlo[i] += VV[V_FA, i] - VV[V_FB, i]
-                wmid[i] += VV[V_FB, i]
         elif not mid:
             stats[AS_DENSE] += 1
-            if _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, nx, dense_max, tpos, chain, 1, 0, 0, lam,
-                        vec_work, dense_work, stats, red, reduced) < 0:
-                return k
+        else:
+            stats[AS_DENSE_MID] += 1
+        have = 0                # what the first vector's _vectors left for the others (its return value)
+        r = out_index[k]
+        for qv in range(nv):
+            lam = lams[qv]
+            gq = grad[qv]
+            wnext = wnexts[qv]
             for i in range(nx):
-                lam[i] = VV[V_FY, i]
-                if second:
+                wlo[i] = 0.0
+                whi[i] = 0.0
+                wmid[i] = 0.0
+            if not use_dense and not mid:
+                stats[AS_TERMS] += taction(Ap, Ai, Ause, mu, h, m, s, chain, lam, VV)
+                for i in range(nx):
+                    lam[i] = VV[V_FY, i]
                     wlo[i] = VV[V_FA, i] - VV[V_FB, i]
                     whi[i] = VV[V_FB, i]
+            elif not use_dense:
+                # S_k+1 = (4 S_half - S_whole)/3: -lam/3 through the whole step, 4 lam/3 through the halves
+                for i in range(nx):
+                    x1[i] = -lam[i] / 3.0
+                    x2[i] = 4.0 * lam[i] / 3.0
+                stats[AS_TERMS] += taction(Ap, Ai, Ause, mu, h, m, s, 2, x1, VV)
+                for i in range(nx):
+                    x3[i] = VV[V_FY, i]                       # lambda_k's part from the whole step
+                    wlo[i] = VV[V_FA, i] - VV[V_FB, i]
+                    whi[i] = VV[V_FB, i]
+                stats[AS_TERMS] += taction(Ap, Ai, Ah, mu2, 0.5 * h, m2, s2, 2, x2, VV)
+                for i in range(nx):
+                    x2[i] = VV[V_FY, i]
+                    wmid[i] = VV[V_FA, i] - VV[V_FB, i]
+                    whi[i] += VV[V_FB, i]
+                stats[AS_TERMS] += taction(Ap, Ai, Ah1, mu1, 0.5 * h, m1, s1, 2, x2, VV)
+                for i in range(nx):
+                    lam[i] = x3[i] + VV[V_FY, i]
+                    wlo[i] += VV[V_FA, i] - VV[V_FB, i]
+                    wmid[i] += VV[V_FB, i]
+            elif not mid:
+                if qv == 0:
+                    have = _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, nx, dense_max, tpos, chain, nv, 0, 0,
+                                    lam, vec_work, dense_work, stats, red, reduced)
+                    if have < 0:
+                        return k
+                elif have >= 1:
+                    _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, second, h, nx, dense_max, tpos, chain, nv, have, 1, lam,
+                             vec_work, dense_work, stats, red, reduced)
                 else:
-                    wlo[i] = VV[V_FA, i]
-        else:
-            # the midpoint correction transposed (METHOD.md section 16; kernels.adjoint._corrected_transpose)
-            stats[AS_DENSE_MID] += 1
-            have = _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, True, h, nx, dense_max, tpos, 3, 2, 0, 0, lam,
-                            vec_work, dense_work, stats, red, reduced)
-            if have < 0:
-                return k
-            for i in range(nx):
-                muv = 4.0 * VV[V_FB, i] - 8.0 * VV[V_FC, i]            # G3^T lam
-                x1[i] = muv
-                x2[i] = 0.5 * VV[V_FB, i] - 0.25 * muv                 # D^T of this into lam_P
-                x3[i] = 0.25 * muv - 0.5 * (VV[V_FA, i] - VV[V_FB, i])  # D^T of this into lam_a
-                x4[i] = lam[i]                                         # lam_P
-                wmid[i] = muv
-            _tmatvec_add(Ap, Ai, A1, x2, 1.0, x4)
-            _tmatvec_add(Ap, Ai, A0, x2, -1.0, x4)
-            _tmatvec_add(Ap, Ai, Am, x1, 0.5, x4)
-            _tmatvec_add(Ap, Ai, Ause, x1, -0.5, x4)
-            for i in range(nx):
-                lam[i] = 0.0                                           # D^T x3 + Dm^T mu/2, then + E^T lam_P
-            _tmatvec_add(Ap, Ai, A1, x3, 1.0, lam)
-            _tmatvec_add(Ap, Ai, A0, x3, -1.0, lam)
-            _tmatvec_add(Ap, Ai, Am, x1, 0.5, lam)
-            _tmatvec_add(Ap, Ai, Ause, x1, -0.5, lam)
-            if have >= 1:
-                _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, True, h, nx, dense_max, tpos, 3, 2, have, 1, x4, vec_work,
-                         dense_work, stats, red, reduced)
+                    stats[AS_TERMS] += taction(Ap, Ai, Ause, PL[0], h, int(PL[1]), int(PL[2]), chain, lam, VV)
+                for i in range(nx):
+                    lam[i] = VV[V_FY, i]
+                    if second:
+                        wlo[i] = VV[V_FA, i] - VV[V_FB, i]
+                        whi[i] = VV[V_FB, i]
+                    else:
+                        wlo[i] = VV[V_FA, i]
             else:
-                stats[AS_TERMS] += taction(Ap, Ai, Ause, PL[0], h, int(PL[1]), int(PL[2]), 2, x4, VV)
+                # the midpoint correction transposed (METHOD.md section 16; kernels.adjoint._corrected_transpose)
+                if qv == 0:
+                    have = _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, True, h, nx, dense_max, tpos, 3, 2 * nv, 0, 0, lam,
+                                    vec_work, dense_work, stats, red, reduced)
+                    if have < 0:
+                        return k
+                elif have >= 1:
+                    _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, True, h, nx, dense_max, tpos, 3, 2 * nv, have, 1, lam,
+                             vec_work, dense_work, stats, red, reduced)
+                else:
+                    stats[AS_TERMS] += taction(Ap, Ai, Ause, PL[0], h, int(PL[1]), int(PL[2]), 3, lam, VV)
+                for i in range(nx):
+                    muv = 4.0 * VV[V_FB, i] - 8.0 * VV[V_FC, i]            # G3^T lam
+                    x1[i] = muv
+                    x2[i] = 0.5 * VV[V_FB, i] - 0.25 * muv                 # D^T of this into lam_P
+                    x3[i] = 0.25 * muv - 0.5 * (VV[V_FA, i] - VV[V_FB, i])  # D^T of this into lam_a
+                    x4[i] = lam[i]                                         # lam_P
+                    wmid[i] = muv
+                _tmatvec_add(Ap, Ai, A1, x2, 1.0, x4)
+                _tmatvec_add(Ap, Ai, A0, x2, -1.0, x4)
+                _tmatvec_add(Ap, Ai, Am, x1, 0.5, x4)
+                _tmatvec_add(Ap, Ai, Ause, x1, -0.5, x4)
+                for i in range(nx):
+                    lam[i] = 0.0                                           # D^T x3 + Dm^T mu/2, then + E^T lam_P
+                _tmatvec_add(Ap, Ai, A1, x3, 1.0, lam)
+                _tmatvec_add(Ap, Ai, A0, x3, -1.0, lam)
+                _tmatvec_add(Ap, Ai, Am, x1, 0.5, lam)
+                _tmatvec_add(Ap, Ai, Ause, x1, -0.5, lam)
+                if have >= 1:
+                    _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, True, h, nx, dense_max, tpos, 3, 2 * nv, have, 1, x4,
+                             vec_work, dense_work, stats, red, reduced)
+                else:
+                    stats[AS_TERMS] += taction(Ap, Ai, Ause, PL[0], h, int(PL[1]), int(PL[2]), 2, x4, VV)
+                for i in range(nx):
+                    lam[i] += VV[V_FY, i]
+                    wlo[i] = VV[V_FA, i] - VV[V_FB, i] - 0.5 * x1[i]
+                    whi[i] = VV[V_FB, i] - 0.5 * x1[i]
+            if mid:
+                _add_bt(Rp, Ri, Bm, wmid, gq)
+            bad = 0
             for i in range(nx):
-                lam[i] += VV[V_FY, i]
-                wlo[i] = VV[V_FA, i] - VV[V_FB, i] - 0.5 * x1[i]
-                whi[i] = VV[V_FB, i] - 0.5 * x1[i]
-        if mid:
-            _add_bt(Rp, Ri, Bm, wmid, grad)
-        bad = 0
-        for i in range(nx):
-            wnext[i] += whi[i]
-        _add_bt(Rp, Ri, B1, wnext, grad)
-        r = out_index[k]
-        for i in range(nx):
-            wnext[i] = wlo[i]
-            lj = lam[i]
-            if r >= 0:
-                lj += dJdx[r, i]
-            lam[i] = lj
-            bad |= (lj - lj) != 0.0
-        if bad:
-            return k
-    _add_bt(Rp, Ri, Bd[0], wnext, grad)
+                wnext[i] += whi[i]
+            _add_bt(Rp, Ri, B1, wnext, gq)
+            for i in range(nx):
+                wnext[i] = wlo[i]
+                lj = lam[i]
+                if r >= 0:
+                    lj += dJdx[qv, r, i]
+                lam[i] = lj
+                bad |= (lj - lj) != 0.0
+            if bad:
+                return k
+    for q in range(nv):
+        _add_bt(Rp, Ri, Bd[0], wnexts[q], grad[q])
     return STATUS_OK
 
 
-@njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, mat, i8, i8, ivec, ivec, ivec, ivec,
-                ivec, ivec, ivec, mat, ivec, vec, vec, ivec, mat, ivec, mat), cache=True)
+@njit_quiet(i8(jacs_fn, vector_fn, vector_fn, i8, vec, mat, vec, vec, ivec, tens, i8, i8, ivec, ivec, ivec, ivec,
+                ivec, ivec, ivec, mat, ivec, mat, mat, ivec, mat, ivec, mat), cache=True)
 def sparse_adjoint_march(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max, Ap, Ai, Bp, Bi,
                          Rp, Ri, Rsel, X_mid, mid_index, lam, grad, stats, Lm, dep, Kd):
     """March ``lambda`` backward over the grid ``t`` (states ``X``), the transpose of
@@ -531,15 +563,17 @@ def sparse_adjoint_march(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, me
     eliminate (:func:`pbsens.model.conservation.dependent_states`; ``k = 0``: none): the dense-step
     intervals where the laws hold take their matrix functions in the ``nx - k`` coordinates left
     (:mod:`.reduced_adjoint`).
-    ``out_index``, ``dJdx``: ``dJdx[out_index[k]]`` is added to ``lambda`` at ``t_k``. ``lam``: on entry
-    ``lambda`` carried into ``t[-1]``; on exit ``lambda(t_0)``. ``grad`` (output): ``sum_k B_k^T w_k`` over
-    the marched columns (without ``S_0^T lambda_0``). ``stats`` (``N_ASTATS``): the counts ``AS_*``.
+    ``out_index``, ``dJdx`` (``nv x n_out x nx``): ``dJdx[q, out_index[k]]`` is added to the ``q``-th
+    ``lambda`` at ``t_k`` (``nv`` functionals marched together: each interval's Jacobians, step choice,
+    plans and matrix functions are formed once for all). ``lam`` (``nv x nx``): on entry ``lambda``
+    carried into ``t[-1]``; on exit ``lambda(t_0)``. ``grad`` (output, ``nv x`` the marched columns):
+    ``sum_k B_k^T w_k`` (without ``S_0^T lambda_0``). ``stats`` (``N_ASTATS``): the counts ``AS_*``.
 
     Returns :data:`STATUS_OK`; ``k >= 0``: ``lambda`` not finite after interval ``k``; ``-2 - k``: with
     ``gather == 1``, a Jacobian entry outside the pattern at grid point ``k`` (or its interval's midpoint).
     """
     K, nx = X.shape
-    np_fwd = grad.shape[0]
+    np_fwd = grad.shape[1]
     nA = Ai.shape[0]
     nB = Ri.shape[0]
     Ad = np.zeros((MID + 1, nA))
@@ -548,6 +582,7 @@ def sparse_adjoint_march(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, me
     Abar = np.zeros(nA)
     Dd = np.zeros(nB)
     Ah = np.zeros(nA)
+    Ah1 = np.zeros(nA)
     Dh = np.zeros(nB)
     if gather == 1:
         Adense = np.empty((nx, nx))
@@ -556,8 +591,7 @@ def sparse_adjoint_march(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, me
         Adense = np.empty((0, 0))
         Bdense = np.empty((0, 0))
     VV = np.zeros((N_VV, nx))
-    for i in range(nx):
-        VV[V_LAM, i] = lam[i]
+    wnexts = np.zeros((lam.shape[0], nx))
     TT = np.empty((expmv.NV, max(nx, np_fwd, 1)))
     dwork = np.empty(2 * (expmv.P_MAX + 2))
     VL = np.empty(4 * nx)
@@ -583,9 +617,7 @@ def sparse_adjoint_march(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, me
              linalg.workspace(nr), np.empty(nr), np.empty(4 * nr), np.empty(nk))
     status = _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max, np_fwd,
                    (Ap, Ai, Bp, Bi, Rp, Ri, Rsel, tpos), (X_mid, mid_index),
-                   (Ad, Bd, Bf, Adense, Bdense, Abar, Dd, Ah, Dh), (VV, TT, dwork, VL, PL),
+                   (Ad, Bd, Bf, Adense, Bdense, Abar, Dd, Ah, Dh, Ah1), (VV, TT, dwork, VL, PL),
                    (Adn, EF, EFF, EF3, ws), grad, stats, (LmT, LW, lawok),
-                   (ind, dep[:nk], rpos, dpos, Kd[:nk], rwork))
-    for i in range(nx):
-        lam[i] = VV[V_LAM, i]
+                   (ind, dep[:nk], rpos, dpos, Kd[:nk], rwork), lam, wnexts)
     return status

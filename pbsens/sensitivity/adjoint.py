@@ -127,7 +127,9 @@ def march_plan(model, trajectory, p, t_out, method="exp2", x0_sens=None, *, subs
 def march_backward(model, setup, opts, mid, dJdx, lam_end=None, cols=None, nonzero_start=None):
     """``(lambda(t_0), grad)``: the backward march over ``setup``'s grid (:func:`march_plan`) with
     ``c_i = dJdx[i]`` at the output times and ``lam_end`` carried into the last grid point;
-    ``grad`` holds the intervals' ``B^T`` terms only (not ``S_0^T lambda_0``).
+    ``grad`` holds the intervals' ``B^T`` terms only (not ``S_0^T lambda_0``). ``dJdx`` of shape
+    ``(nv, n_out, nx)`` (``lam_end`` ``(nv, nx)``): ``nv`` functionals in one march, ``lambda(t_0)``
+    ``(nv, nx)`` and ``grad`` ``(nv, np)``.
 
     With ``opts.use_sparse`` the transpose of the sparse march (:meth:`pbsens.sensitivity.sparse.
     SparseRunner.adjoint`); ``cols`` (default all) and ``nonzero_start`` (which of them the forward

@@ -135,7 +135,9 @@ class SparseRunner:
 
         ``cols``, ``nonzero_start``: the forward march's columns and which of them start non-zero (its
         ``S``'s non-zero columns): they decide which columns it marches, hence its step choice, which
-        the transpose repeats. ``lam_end``: ``lambda`` carried into ``t[-1]`` (default 0).
+        the transpose repeats. ``lam_end``: ``lambda`` carried into ``t[-1]`` (default 0). ``dJdx``
+        ``(n_out, nx)``: one functional; ``(nv, n_out, nx)``: ``nv`` marched together (``lam_end``
+        ``(nv, nx)``; returns ``(nv, nx)`` and ``(nv, n_params)``).
         """
         from ..errors import SolverError
         from ..kernels.sparse_adjoint import N_ASTATS, sparse_adjoint_march
@@ -147,25 +149,29 @@ class SparseRunner:
         if mid is None:
             mid = (np.empty((0, nx)), np.full(max(t.size - 1, 0), -1, dtype=np.int64))
         X_mid, mid_index = np.ascontiguousarray(mid[0], dtype=np.float64), np.ascontiguousarray(mid[1], np.int64)
-        lam0 = np.zeros(nx) if lam_end is None else np.array(lam_end, dtype=np.float64).reshape(nx)
+        dJdx = np.asarray(dJdx, dtype=np.float64)
+        single = dJdx.ndim == 2
+        D = np.ascontiguousarray(dJdx[None] if single else dJdx)
+        nv = D.shape[0]
+        lam0 = np.zeros((nv, nx)) if lam_end is None else np.array(lam_end, dtype=np.float64).reshape(nv, nx)
         self.adjoint_stats = np.zeros(N_ASTATS, dtype=np.int64)
         laws, dep, K = self._adjoint_laws(t, x, p, method_code, mid_index)
         for _ in range(_MAX_EXTEND + 1):
             sj = self.sj
             active, Rp, Ri, Rsel = _reduced_pattern(sj.Bp, sj.Bi, cols, start)
             lam = lam0.copy()
-            grad_c = np.zeros(active.size)
+            grad_c = np.zeros((nv, active.size))
             status = sparse_adjoint_march(self._jacs, self._jxd, self._jpd, 1 if sj.gather else 0, t, x, p, c,
-                                          np.ascontiguousarray(out_index, np.int64), np.ascontiguousarray(dJdx, float),
+                                          np.ascontiguousarray(out_index, np.int64), D,
                                           int(method_code), DENSE_STEP_MAX_STATES, sj.Ap, sj.Ai, sj.Bp, sj.Bi, Rp, Ri,
                                           Rsel, X_mid, mid_index, lam, grad_c, self.adjoint_stats, laws, dep, K)
             if status > -2:
                 if status >= 0:
                     raise SolverError(f"adjoint march (sparse): lambda is NaN or inf after the interval "
                                       f"[{t[status]:.6g}, {t[status + 1]:.6g}] (marching backward)")
-                grad = np.zeros(npar)
-                grad[cols[active]] = grad_c
-                return lam, grad
+                grad = np.zeros((nv, npar))
+                grad[:, cols[active]] = grad_c
+                return (lam[0], grad[0]) if single else (lam, grad)
             k = -2 - status
             self.sj = extend(self.model, sj, t[k], x[k], p)
         raise PbsensError(f"model {self.model.name!r}: the Jacobians' sparsity pattern kept changing along the "

@@ -202,8 +202,8 @@ def backward(model, tape: StateTape, dJdx, method="exp2", S0=None):
 
 def backward_sets(model, tape: StateTape, sets, method="exp2", S0=None):
     """:func:`backward` for several ``dJdx`` at once: ``[(lambda(t0), grad)]``, one per entry of ``sets``.
-    Each segment's march plan (grid, states at the midpoints) is made once and marched backward
-    once per set."""
+    Each segment's march plan (grid, states at the midpoints) is made once and every set marched in one
+    backward march (each interval's Jacobians, step choice and matrix functions formed once for all)."""
     nx, p = model.n_states, tape.p
     lams = [np.zeros(nx) for _ in sets]
     grads = [np.zeros(model.n_params) for _ in sets]
@@ -218,12 +218,15 @@ def backward_sets(model, tape: StateTape, sets, method="exp2", S0=None):
                                            linalg=opts.get("linalg", "auto"))
             if mopts.use_sparse and masks is None:
                 cols, masks = _start_masks(model, tape, S0)
+            ds = np.zeros((len(sets), times.size, nx))
             for i, dJdx in enumerate(sets):
-                d = np.zeros((times.size, nx))
-                np.add.at(d, idx, dJdx[rows])
-                lams[i], g = march_backward(model, setup, mopts, mid, d, lam_end=lams[i], cols=cols,
+                np.add.at(ds[i], idx, dJdx[rows])
+            # one backward march for every set: each interval's Jacobians and matrix functions formed once
+            lam_all, g_all = march_backward(model, setup, mopts, mid, ds, lam_end=np.array(lams), cols=cols,
                                             nonzero_start=None if masks is None else masks[pos])
-                grads[i] += g
+            for i in range(len(sets)):
+                lams[i] = lam_all[i]
+                grads[i] += g_all[i]
         elif kind == "still":
             for i, dJdx in enumerate(sets):
                 lams[i] = lams[i] + dJdx[item[1]].sum(axis=0)
