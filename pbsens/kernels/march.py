@@ -312,7 +312,6 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
                 Ag, SB, Wn, Wp, V, cs, EF, EFF, EF3, ws, scale_atol, max_substeps, gap_end, freeze, X_mid, mid_index):
     """The body of :func:`march`, given its work arrays (no allocation, no reference counting)."""
     K, nx = X.shape
-    np_ = p.shape[0]
     # views of the work slots (names: the WN_*, WP_*, V_* constants), taken once
     As0, As1 = Wn[WN_AS0], Wn[WN_AS1]
     Bs0, Bs1 = Wp[WP_BS0], Wp[WP_BS1]
@@ -354,10 +353,10 @@ def _march_loop(jacs, rhs, t, X, p, c, S, out_index, method, n_factor, n_max, eq
     for k in range(K - 1):
         g = k % 2
         if g == 0:
-            A0, A1, SBk, SBk1 = Ag0, Ag1, SB0, SB1
+            A0, A1, SBk = Ag0, Ag1, SB0
             B0, B1, Sk, Sk1 = B_0, B_1, S_0, S_1
         else:
-            A0, A1, SBk, SBk1 = Ag1, Ag0, SB1, SB0
+            A0, A1, SBk = Ag1, Ag0, SB1
             B0, B1, Sk, Sk1 = B_1, B_0, S_1, S_0
         jacs(t[k + 1], X[k + 1], p, c, A1, B1)
         h = t[k + 1] - t[k]
