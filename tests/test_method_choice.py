@@ -94,15 +94,20 @@ def test_rule_keeps_forward_for_few_parameters_and_state_events():
     assert method == "exp2" and "state-triggered" in why
 
 
-def test_rule_keeps_forward_on_the_sparse_path(monkeypatch):
+def test_rule_on_the_sparse_path_is_the_dense_rule(monkeypatch):
+    # since the spread's vector shares the gradient's march, a model on the sparse path takes the adjoint from
+    # the same number of parameters (Lang: adjoint + spread 0.58x forward exp2), forward exp2 below it
     import pbsens.sensitivity.sparse as sparse_path
     plain = pbsens.load_model(ModelSpec.from_dict({
         "name": "choice_plain", "states": [{"name": "x", "initial": 1.0}],
         "parameters": [{"name": "k", "value": 0.5}], "odes": {"x": "-k*x"}}), backend="tape")
     monkeypatch.setattr(sparse_path, "SPARSE_MIN_STATES", 1)
     monkeypatch.setattr(sparse_path, "SPARSE_MAX_DENSITY", 1.0)
-    method, why = choose_gradient_method(SimpleNamespace(model=plain, dim=50))
-    assert method == "exp2" and "sparse" in why
+    assert sparse_path.choose(plain, "exp2", "auto")
+    method, why = choose_gradient_method(SimpleNamespace(model=plain, dim=AUTO_ADJOINT_MIN_PARAMS))
+    assert method == "exp2-adjoint" and "estimated parameters" in why
+    method, why = choose_gradient_method(SimpleNamespace(model=plain, dim=AUTO_ADJOINT_MIN_PARAMS - 1))
+    assert method == "exp2" and "estimated parameters" in why
 
 
 def test_unknown_method_names_auto(boehm):

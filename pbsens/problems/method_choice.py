@@ -8,24 +8,21 @@ parameters and 4 to 34 states, the adjoint's whole evaluation took 0.87-1.09x of
 CPU time up to 22 parameters on small models (a wash, within the shared machine's noise),
 0.68-0.86x from 30 to 46 parameters and on Laske (34 states), 0.45x on Bachmann (113); on the
 collection's problems with 50-136 parameters 0.42-0.88x (docs/PERFORMANCE.md, "Post-hoc adjoint on
-the collection's large problems"). Since issue #41's check (below) the adjoint also pays a second
-backward march for the spread, which the forward march gets free (the kernel recomputes the
-matrix functions for the second vector): 1.23-1.85x of the adjoint alone at ``x_nominal + 0.1`` on
-Bruno, Brannmark, Boehm, Fujita and Lucarelli (84 parameters: adjoint + spread 2.95 s, forward exp2
-2.40 s, same run), so below ``AUTO_ADJOINT_MIN_PARAMS`` = 100 estimated parameters forward exp2 is
-taken (the adjoint alone saved 0.45x on Bachmann, 113, where adjoint + spread should still win;
-not measured with the spread). The adjoint is never chosen
-where it does not apply: state-triggered, delayed or prioritized events (it refuses them), or
-``sensitivities=False`` (no gradient at all); nor on models that take the sparse march
-(``linalg="auto"``: >= 60 states and a sparse Jacobian): the sparse adjoint matches the forward march
-and scales with ``np`` as intended on generated networks, and on Lang (124 states, 291 estimated
-parameters, stiff: the dense step on 8197 of 8261 intervals) it takes 0.54x forward exp2's CPU since
-its matrix functions are taken in the coordinates the conservation laws leave (0.78x before;
-``benchmarks/bench_lang_adjoint.py``; docs/PERFORMANCE.md, "The adjoint in the coordinates the
-conservation laws leave"), but with the spread's second backward march, which evaluates every
-matrix function again, 0.93x (``--spread``): too little to give up the Fisher information that the
-forward pass computes with it. (Before a fix of the adjoint's branch test it did not finish at all
-there.)
+the collection's large problems"). Since issue #41's check (below) the adjoint also marches the
+spread's vector; since 2026-11-28 both kernels carry it through each interval's matrix functions with
+the gradient's vector (they used to form them all again in a second march, 1.23-1.85x the adjoint
+alone, when the threshold was raised from 3 to 100). Measured with the spread
+(``benchmarks/method_crossover.py --spread``; docs/PERFORMANCE.md, "The spread's vector in the same
+march"): (adjoint + spread) / forward exp2 0.94-1.01 from 9 to 22 parameters, 1.10 on Zhao (28, 4
+states), 0.60-0.87 on 7 of 9 problems from 30 to 84 parameters (Schwen 30, Weber 36, Raia 39,
+Isensee 46, Alkan 56, Beer 72, Lucarelli 84) and 0.98-1.09 on the other two (Zheng 46 and Giordano 50,
+one condition each); 0.6 on Bachmann (113; ``benchmarks/adjoint_spread.py``). So from ``AUTO_ADJOINT_MIN_PARAMS`` = 30 estimated parameters the
+adjoint is taken. The same rule holds on the sparse path (models with >= 60 states and a sparse
+Jacobian): on Lang (124 states, 291 estimated parameters, stiff: the dense step on 8197 of 8261
+intervals) the sparse adjoint with the spread takes 0.58x forward exp2's CPU (48.1 s against 83.3 s,
+``benchmarks/bench_lang_adjoint.py --spread``; 0.93x while the spread was a second march, when the
+sparse path kept forward exp2). The adjoint is never chosen where it does not apply: state-triggered,
+delayed or prioritized events (it refuses them), or ``sensitivities=False`` (no gradient at all).
 
 The adjoint has no columns of ``S``, so the Fisher information and the residual Jacobians are
 not part of its result: with ``"auto"`` they are computed on first read, by one forward exp2
@@ -63,8 +60,9 @@ __all__ = ["AUTO_METHOD", "AUTO_ADJOINT_MIN_PARAMS", "FORWARD_DEFAULT", "GRADIEN
 
 AUTO_METHOD = "auto"
 #: The fewest estimated parameters for which ``"auto"`` takes the adjoint (3 until issue #41's check
-#: made the adjoint pay a second backward march; module docstring).
-AUTO_ADJOINT_MIN_PARAMS = 100
+#: made the adjoint pay a second backward march, then 100; 30 since the spread's vector shares the
+#: gradient's march; module docstring).
+AUTO_ADJOINT_MIN_PARAMS = 30
 #: The forward post-hoc method ``"auto"`` falls back to.
 FORWARD_DEFAULT = "exp2"
 #: ``"auto"`` recomputes by ``method="fs"`` when the spread's norm exceeds this multiple of the
@@ -86,10 +84,6 @@ def choose_gradient_method(problem, sensitivities=True):
         check_adjoint_supported(problem.model)
     except PbsensError as exc:
         return FORWARD_DEFAULT, f"the adjoint does not apply: {exc}"
-    from ..sensitivity import sparse as sparse_path
-    if sparse_path.choose(problem.model, FORWARD_DEFAULT, "auto"):
-        return FORWARD_DEFAULT, ("a large sparse model: the sparse adjoint with the spread's second march saved "
-                                 "little on the one measured (Lang: 0.93x forward exp2's CPU)")
     if problem.dim < AUTO_ADJOINT_MIN_PARAMS:
         return FORWARD_DEFAULT, f"{problem.dim} estimated parameters < {AUTO_ADJOINT_MIN_PARAMS}"
     return ADJOINT_METHOD, f"{problem.dim} estimated parameters >= {AUTO_ADJOINT_MIN_PARAMS}"
