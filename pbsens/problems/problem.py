@@ -24,6 +24,7 @@ from .adjoint_evaluation import ADJOINT_METHOD, Unavailable, evaluate_adjoint
 from .evaluation_setup import _bound_outputs, evaluation_options, steady_state_options_of  # noqa: F401
 from .method_choice import AUTO_METHOD, ForwardLater, choose_gradient_method, refine_if_cancelling
 from .priors import Priors, dunscale, unscale
+from .theta_map import ThetaMap
 
 __all__ = ["Problem", "EvaluationResult"]
 
@@ -473,16 +474,11 @@ class Problem:
         return mp, JX, JP
 
     def _to_theta(self, d, dpdth):
-        """``(R, np)`` derivatives w.r.t. model parameters -> ``(R, d)`` w.r.t. theta."""
-        if getattr(self, "_theta_map", None) is None:     # index maps, once per problem
-            est = self._rows["est"]
-            mask = est >= 0
-            r_idx, j_idx = np.nonzero(mask)
-            self._theta_map = (r_idx, j_idx, est[mask])
-        r_idx, j_idx, k_idx = self._theta_map
-        out = np.zeros((d.shape[0], self.dim))
-        np.add.at(out, (r_idx, k_idx), d[r_idx, j_idx] * dpdth[k_idx])
-        return out
+        """``(R, np)`` derivatives w.r.t. model parameters -> ``(R, d)`` w.r.t. theta
+        (:class:`pbsens.problems.theta_map.ThetaMap`, built once per problem)."""
+        if getattr(self, "_theta_map", None) is None:
+            self._theta_map = ThetaMap(self._rows["est"], self.dim)
+        return self._theta_map(d, dpdth)
 
     def _initial(self, p, inits):
         x0 = self.model.initial_state(p)
