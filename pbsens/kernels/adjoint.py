@@ -40,7 +40,7 @@ from .signatures import f8, ivec, jacs_fn, jacs_fn_sig, mat, njit_quiet, tens, v
 from .sparse_march import LAW_TOL
 from .views import flat
 
-__all__ = ["ADJOINT_METHODS", "adjoint_march", "bind"]
+__all__ = ["ADJOINT_METHODS", "adjoint_march", "bind", "vector_sets"]
 
 i8 = types.int64
 
@@ -392,6 +392,18 @@ def adjoint_march(jacs, t, X, p, c, out_index, dJdx, method, reuse_tol, X_mid, m
                          Ag, Bg, Abar, Ac, EF, EFF, EF3, v, w, y, ws, laws)
 
 
+def vector_sets(dJdx, lam_end, nx):
+    """``(D, lam, single)`` for a backward march: ``dJdx`` as ``(nv, n_out, nx)`` (a ``(n_out, nx)`` one is one
+    functional, ``single``), and a fresh ``lam`` ``(nv, nx)`` from ``lam_end`` (None: zeros). Used by both
+    transposes' entry points (:func:`bind`, :meth:`pbsens.sensitivity.sparse.SparseRunner.adjoint`)."""
+    dJdx = np.asarray(dJdx, dtype=np.float64)
+    single = dJdx.ndim == 2
+    D = np.ascontiguousarray(dJdx[None] if single else dJdx)
+    nv = D.shape[0]
+    lam = np.zeros((nv, nx)) if lam_end is None else np.array(lam_end, dtype=np.float64).reshape(nv, nx)
+    return D, lam, single
+
+
 def bind(fns):
     """The per-model entry point: ``march(t, X, p, c, out_index, dJdx, method, reuse_tol, lam_end=None,
     mid=None, laws=None)`` -> ``(lambda(t_0), grad)``; ``lam_end``: ``lambda`` carried into ``t[-1]``
@@ -406,14 +418,10 @@ def bind(fns):
         if method not in ADJOINT_METHODS.values():
             raise PbsensError(f"adjoint march: unknown method code {method!r}")
         nx = X.shape[1]
-        dJdx = np.asarray(dJdx, dtype=np.float64)
-        single = dJdx.ndim == 2
-        D = np.ascontiguousarray(dJdx[None] if single else dJdx)
-        nv = D.shape[0]
-        lam = np.zeros((nv, nx)) if lam_end is None else np.array(lam_end, dtype=np.float64).reshape(nv, nx)
+        D, lam, single = vector_sets(dJdx, lam_end, nx)
         if mid is None:
             mid = (np.empty((0, nx)), np.full(t.size - 1, -1, dtype=np.int64))
-        grad = np.empty((nv, p.shape[0]))
+        grad = np.empty((D.shape[0], p.shape[0]))
         if laws is None:
             laws = (np.zeros((0, nx)), np.zeros(0, dtype=np.int64), np.zeros((0, nx)))
         status = adjoint_march(jacs_into, t, X, p, c, out_index, D, int(method), float(reuse_tol),

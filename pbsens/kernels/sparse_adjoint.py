@@ -174,6 +174,16 @@ def _tmatvec_add(Ap, Ai, Ad, x, alpha, y):
                 y[Ai[k]] += Ad[k] * xi
 
 
+@njit(types.void(ivec, ivec, vec, vec, vec, vec, vec, vec, vec), cache=True, _nrt=False)
+def _d_dm_transpose_add(Ap, Ai, A1, A0, Am, Abar, xd, xm, y):
+    """``y += D^T xd + Dm^T xm / 2`` with ``D = A1 - A0``, ``Dm = Am - Abar`` (CSR values on one pattern):
+    the corrected transpose's pass over ``D`` and ``Dm`` (:func:`.adjoint._lam_p_into`, dense)."""
+    _tmatvec_add(Ap, Ai, A1, xd, 1.0, y)
+    _tmatvec_add(Ap, Ai, A0, xd, -1.0, y)
+    _tmatvec_add(Ap, Ai, Am, xm, 0.5, y)
+    _tmatvec_add(Ap, Ai, Abar, xm, -0.5, y)
+
+
 @njit(types.void(ivec, ivec, vec, vec, vec), cache=True, _nrt=False)
 def _add_bt(Rp, Ri, Bd, w, grad):
     """``grad += B^T w`` for CSR ``B`` (values ``Bd``, n x np)."""
@@ -511,16 +521,10 @@ def _loop(jacs, jxd, jpd, gather, t, X, p, c, out_index, dJdx, method, dense_max
                     x3[i] = 0.25 * muv - 0.5 * (VV[V_FA, i] - VV[V_FB, i])  # D^T of this into lam_a
                     x4[i] = lam[i]                                         # lam_P
                     wmid[i] = muv
-                _tmatvec_add(Ap, Ai, A1, x2, 1.0, x4)
-                _tmatvec_add(Ap, Ai, A0, x2, -1.0, x4)
-                _tmatvec_add(Ap, Ai, Am, x1, 0.5, x4)
-                _tmatvec_add(Ap, Ai, Ause, x1, -0.5, x4)
+                _d_dm_transpose_add(Ap, Ai, A1, A0, Am, Ause, x2, x1, x4)
                 for i in range(nx):
                     lam[i] = 0.0                                           # D^T x3 + Dm^T mu/2, then + E^T lam_P
-                _tmatvec_add(Ap, Ai, A1, x3, 1.0, lam)
-                _tmatvec_add(Ap, Ai, A0, x3, -1.0, lam)
-                _tmatvec_add(Ap, Ai, Am, x1, 0.5, lam)
-                _tmatvec_add(Ap, Ai, Ause, x1, -0.5, lam)
+                _d_dm_transpose_add(Ap, Ai, A1, A0, Am, Ause, x3, x1, lam)
                 if have >= 1:
                     _vectors(Ap, Ai, Ause, Rp, Ri, B0, Dd, True, h, nx, dense_max, tpos, 3, 2 * nv, have, 1, x4,
                              vec_work, dense_work, stats, red, reduced)

@@ -140,6 +140,7 @@ class SparseRunner:
         ``(nv, nx)``; returns ``(nv, nx)`` and ``(nv, n_params)``).
         """
         from ..errors import SolverError
+        from ..kernels.adjoint import vector_sets
         from ..kernels.sparse_adjoint import N_ASTATS, sparse_adjoint_march
         from ..model.sparsity import extend
         c = self.model.constants
@@ -149,11 +150,8 @@ class SparseRunner:
         if mid is None:
             mid = (np.empty((0, nx)), np.full(max(t.size - 1, 0), -1, dtype=np.int64))
         X_mid, mid_index = np.ascontiguousarray(mid[0], dtype=np.float64), np.ascontiguousarray(mid[1], np.int64)
-        dJdx = np.asarray(dJdx, dtype=np.float64)
-        single = dJdx.ndim == 2
-        D = np.ascontiguousarray(dJdx[None] if single else dJdx)
+        D, lam0, single = vector_sets(dJdx, lam_end, nx)
         nv = D.shape[0]
-        lam0 = np.zeros((nv, nx)) if lam_end is None else np.array(lam_end, dtype=np.float64).reshape(nv, nx)
         self.adjoint_stats = np.zeros(N_ASTATS, dtype=np.int64)
         laws, dep, K = self._adjoint_laws(t, x, p, method_code, mid_index)
         for _ in range(_MAX_EXTEND + 1):
